@@ -1,0 +1,41 @@
+# The README's two commands: `make demo` (main job) and `make test` (the test suite).
+# Each creates .venv and installs the pinned requirement groups it needs (requirements/*.txt).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --disable-pip-version-check -q
+
+.PHONY: demo test lint format bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# One stamp per installed group, redone when its pins change.
+$(VENV)/.deps-%: requirements/%.txt | $(PY)
+	$(PIP) -r $<
+	touch $@
+
+$(VENV)/.package: setup.py setup.cfg | $(PY)
+	$(PIP) --no-deps --no-build-isolation -e .
+	touch $@
+
+DEPLOY := $(VENV)/.deps-deploy $(VENV)/.deps-sim $(VENV)/.package
+ALL := $(DEPLOY) $(VENV)/.deps-train $(VENV)/.deps-tools $(VENV)/.deps-test
+
+demo: $(DEPLOY)
+	$(PY) -m loco_policy.demo
+
+test: $(ALL)
+	$(PY) -m pytest test
+
+lint: $(VENV)/.deps-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.deps-test
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf $(VENV) build install log .pytest_cache

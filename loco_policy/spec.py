@@ -1,0 +1,129 @@
+"""The robot and policy contract: joint order, default pose, gains, timing, observation layout.
+
+Every other module imports these figures from here; nothing restates them. numpy only.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+ROBOT_NAME = 'anymal_c'
+
+LEGS = ('LF', 'RF', 'LH', 'RH')
+"""Leg order: left fore, right fore, left hind, right hind."""
+
+JOINT_NAMES = tuple(f'{leg}_{joint}' for leg in LEGS for joint in ('HAA', 'HFE', 'KFE'))
+"""The 12 actuated joints in robot order (hip abduction, hip flexion, knee flexion per leg)."""
+
+NUM_JOINTS = len(JOINT_NAMES)
+
+FOOT_NAMES = tuple(f'{leg}_FOOT' for leg in LEGS)
+"""Names of the foot-sphere geoms (and foot sites) in the robot description, leg order."""
+
+BASE_BODY = 'base'
+
+DEFAULT_JOINT_POS = np.array(
+    [0.0, 0.4, -0.8, 0.0, 0.4, -0.8, 0.0, -0.4, 0.8, 0.0, -0.4, 0.8], dtype=np.float64
+)
+"""Standing pose q_default (12,) in rad, robot order; knees point inward ("X" stance)."""
+
+DEFAULT_BASE_HEIGHT = 0.6
+"""Base height (m) at which episodes start, feet a few cm above the ground at the default pose."""
+
+ACTION_SCALE = 0.5
+"""q* = q_default + ACTION_SCALE * a (rad per unit action); the only action type."""
+
+KP = np.full(NUM_JOINTS, 80.0)
+"""PD stiffness per joint (N m/rad)."""
+
+KD = np.full(NUM_JOINTS, 2.0)
+"""PD damping per joint (N m s/rad)."""
+
+TORQUE_LIMIT = np.full(NUM_JOINTS, 80.0)
+"""Drive torque limit per joint (N m), |tau| <= TORQUE_LIMIT."""
+
+JOINT_POS_LIMITS = np.array(
+    [
+        [-0.72, 0.49],
+        [-9.42478, 9.42478],
+        [-9.42478, 9.42478],
+        [-0.49, 0.72],
+        [-9.42478, 9.42478],
+        [-9.42478, 9.42478],
+        [-0.72, 0.49],
+        [-9.42478, 9.42478],
+        [-9.42478, 9.42478],
+        [-0.49, 0.72],
+        [-9.42478, 9.42478],
+        [-9.42478, 9.42478],
+    ]
+)
+"""Hard joint range (12, 2) in rad, [low, high], as in the robot description."""
+
+CONTROL_DT = 0.02
+"""Policy period (s): 50 Hz."""
+
+COMMAND_RANGES = {'vx': (-1.0, 1.0), 'vy': (-1.0, 1.0), 'wz': (-1.0, 1.0)}
+"""Velocity-command ranges: vx, vy in m/s (body frame), wz in rad/s."""
+
+GRAVITY = np.array([0.0, 0.0, -9.81])
+"""World gravity (m/s^2); the observation uses its unit direction."""
+
+
+@dataclass(frozen=True)
+class ObservationTerm:
+    """One named block of the policy observation."""
+
+    name: str
+    """Term name, stable across training, export and deployment."""
+    dim: int
+    """Number of entries."""
+    scale: tuple
+    """Per-entry multiplier applied before the policy (dim floats)."""
+
+
+def _term(name, dim, scale):
+    scale = (scale,) * dim if isinstance(scale, float) else tuple(scale)
+    return ObservationTerm(name, dim, scale)
+
+
+OBSERVATION = (
+    _term('base_lin_vel', 3, 2.0),  # m/s, body frame
+    _term('base_ang_vel', 3, 0.25),  # rad/s, body frame
+    _term('projected_gravity', 3, 1.0),  # unit vector, body frame
+    _term('command', 3, (2.0, 2.0, 0.25)),  # vx, vy (m/s), wz (rad/s)
+    _term('joint_pos', NUM_JOINTS, 1.0),  # q - q_default (rad), robot order
+    _term('joint_vel', NUM_JOINTS, 0.05),  # qd (rad/s), robot order
+    _term('last_action', NUM_JOINTS, 1.0),  # previous policy output a_{t-1}
+)
+"""The policy observation layout, in order."""
+
+OBS_DIM = sum(term.dim for term in OBSERVATION)
+ACTION_DIM = NUM_JOINTS
+
+
+def observation_slices():
+    """Map each observation term name to its slice of the (48,) observation vector."""
+    slices, start = {}, 0
+    for term in OBSERVATION:
+        slices[term.name] = slice(start, start + term.dim)
+        start += term.dim
+    return slices
+
+
+def observation_scale():
+    """Return the (48,) per-entry observation scale."""
+    return np.concatenate([np.asarray(term.scale, dtype=np.float64) for term in OBSERVATION])
+
+
+def observation_metadata():
+    """Return the observation layout as the policy file stores it: [{name, dim, scale}]."""
+    return [{'name': t.name, 'dim': t.dim, 'scale': list(t.scale)} for t in OBSERVATION]
+
+
+def joint_targets(action):
+    """Map policy actions (..., 12) to PD joint position targets q* (..., 12) in rad."""
+    return DEFAULT_JOINT_POS + ACTION_SCALE * np.asarray(action, dtype=np.float64)
+
+
+assert OBS_DIM == 48 and len(set(JOINT_NAMES)) == NUM_JOINTS == 12

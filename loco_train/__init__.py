@@ -1,0 +1,1 @@
+"""loco_train: differentiable simulation, learners, export and benchmarks (warp, torch, mujoco)."""

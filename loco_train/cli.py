@@ -1,0 +1,28 @@
+"""The `loco-train` command line: one subcommand per job, each implemented in its own module."""
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
+}
+
+
+def main(argv=None):
+    """Parse `loco-train SUBCOMMAND ...` and run the subcommand; return its exit status."""
+    parser = argparse.ArgumentParser(prog='loco-train', description=__doc__)
+    sub = parser.add_subparsers(dest='command', metavar='SUBCOMMAND')
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text)
+        sub_parser.set_defaults(_module=module_name)
+        importlib.import_module(module_name).add_arguments(sub_parser)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return int(importlib.import_module(args._module).run(args) or 0)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
