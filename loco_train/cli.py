@@ -6,6 +6,7 @@ import sys
 
 COMMANDS = {
     # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
+    'bench': ('loco_train.bench', 'run a benchmark; prints one JSON object as its last line'),
 }
 
 

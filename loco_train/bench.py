@@ -1,0 +1,21 @@
+"""`loco-train bench NAME`: benchmark scripts, each printing one JSON object as its last line."""
+
+import importlib
+
+BENCHES = {
+    # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
+}
+
+
+def add_arguments(parser):
+    """Add one sub-subcommand per benchmark."""
+    sub = parser.add_subparsers(dest='bench', metavar='NAME', required=True)
+    for name, (module_name, help_text) in BENCHES.items():
+        bench_parser = sub.add_parser(name, help=help_text)
+        bench_parser.set_defaults(_bench_module=module_name)
+        importlib.import_module(module_name).add_arguments(bench_parser)
+
+
+def run(args):
+    """Run the chosen benchmark."""
+    return importlib.import_module(args._bench_module).run(args)
