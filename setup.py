@@ -6,7 +6,7 @@ import os
 from setuptools import find_packages, setup
 
 PACKAGE = 'loco_policy'
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.realpath(__file__))  # the source tree, also under colcon's symlinks
 
 
 def requirements(group):
