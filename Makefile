@@ -16,7 +16,7 @@ $(VENV)/.deps-%: requirements/%.txt | $(PY)
 	$(PIP) -r $<
 	touch $@
 
-$(VENV)/.package: setup.py setup.cfg | $(PY)
+$(VENV)/.package: setup.py setup.cfg $(VENV)/.deps-build | $(PY)
 	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@
 
