@@ -1,0 +1,295 @@
+"""The policy node's control logic (ROS-free): inputs -> safety state machine -> joint command.
+
+The node feeds validated messages in (``on_*``), forwards service requests (``request``) and
+calls ``step`` every control period; ``step`` returns the joint command to publish, the transition
+row of the tick and the log events. Whatever happens, the returned command is finite.
+"""
+
+from dataclasses import dataclass, field
+import time
+
+import numpy as np
+
+from loco_policy import joint_command, robot_io, spec
+from loco_policy.observation import build_observation
+from loco_policy.safety import Mode, SafetyStateMachine, Watchdog
+from loco_policy.transition import reward_terms, TransitionRow
+
+
+@dataclass
+class ControllerConfig:
+    """Tunables of the control loop; ROS parameters of the same names override them."""
+
+    control_dt: float = spec.CONTROL_DT
+    """Control period (s)."""
+    stale_periods: float = 3.0
+    """Watchdog limit in control periods: an input older than this is a fault."""
+    stand_duration: float = 2.0
+    """Time (s) to interpolate from the measured pose to the default pose in STAND."""
+    damping_kd: float = float(spec.KD.max())
+    """Joint damping (N m s/rad) in PASSIVE and DAMP (kp is 0 there)."""
+    max_roll: float = 0.8
+    """Largest |roll| (rad) in STAND and WALK before a fault."""
+    max_pitch: float = 0.8
+    """Largest |pitch| (rad) in STAND and WALK before a fault."""
+    max_target_step: float = 0.2
+    """Largest change of a joint target per control period (rad)."""
+    action_clip: float = 4.0
+    """Policy actions are clipped to [-action_clip, action_clip] (unitless)."""
+    limits: robot_io.InputLimits = field(default_factory=robot_io.InputLimits)
+    """Plausibility bounds of the inputs."""
+
+
+@dataclass
+class Tick:
+    """What one control step produced."""
+
+    command: joint_command.JointCommand
+    """The finite joint command to publish."""
+    row: TransitionRow = None
+    """The tick's transition (None until every input has arrived)."""
+    inference_s: float = 0.0
+    """onnxruntime time of this tick (s), 0 outside WALK."""
+    events: list = field(default_factory=list)
+    """(level, message) pairs to log: level 'info', 'warn' or 'error'."""
+
+
+class Controller:
+    """Holds the latest inputs, the state machine and the previous targets."""
+
+    def __init__(self, config=None, policy=None, policy_error=''):
+        """Use a loaded OnnxPolicy (or None, then WALK is refused with policy_error)."""
+        self.config = config or ControllerConfig()
+        self.policy = policy
+        self.policy_error = policy_error or ('' if policy else 'no policy file loaded')
+        self.fsm = SafetyStateMachine()
+        self.watchdog = Watchdog(self.config.stale_periods * self.config.control_dt)
+        self.matcher = robot_io.JointMatcher()
+        self.q = self.qd = self.tau = None  # (12,) rad, rad/s, N m, robot order
+        self.quat = self.ang_vel = None  # (4,) w-x-y-z, (3,) rad/s body frame
+        self.lin_vel = None  # (3,) m/s body frame
+        self.command = np.zeros(3)  # vx, vy (m/s), wz (rad/s)
+        self.ranges = policy.contract.command_ranges if policy else spec.COMMAND_RANGES
+        self.last_action = np.zeros(spec.ACTION_DIM)
+        self.prev_target = spec.DEFAULT_JOINT_POS.copy()  # (12,) rad, last published q*
+        self.stand_from = spec.DEFAULT_JOINT_POS.copy()
+        self.seq = 0
+        self.episode = 0
+        self.ending = None  # 'terminated' or 'truncated' for the next row
+        self.last_rejection = ''
+        self.rejections = 0
+        self._events = []
+        version = policy.contract.file_sha256[:8] if policy else '0'
+        self.policy_version = int(version, 16)
+
+    # ---- inputs -------------------------------------------------------------------------
+
+    def _reject(self, error, now):
+        """Record a rejected message; trip DAMP when it is a fault."""
+        self.last_rejection = str(error)
+        self.rejections += 1
+        self._events.append(('error' if error.fault else 'warn', str(error)))
+        if error.fault and self.fsm.trip(now, str(error)):
+            self._on_fault()
+        return str(error)
+
+    def on_joint_state(self, names, position, velocity, effort, now):
+        """Take a /joint_states message; return the rejection message or ''."""
+        try:
+            q, qd, tau = self.matcher.match(names, position, velocity, effort)
+            robot_io.check_joints(q, qd, tau, self.config.limits)
+        except robot_io.InputError as error:
+            return self._reject(error, now)
+        self.q, self.qd, self.tau = q, qd, tau
+        self.watchdog.feed('/joint_states', now)
+        return ''
+
+    def on_imu(self, quat_xyzw, ang_vel, now):
+        """Take an /imu message; return the rejection message or ''."""
+        try:
+            self.quat, self.ang_vel = robot_io.check_imu(quat_xyzw, ang_vel, self.config.limits)
+        except robot_io.InputError as error:
+            return self._reject(error, now)
+        self.watchdog.feed('/imu', now)
+        return ''
+
+    def on_odom(self, lin_vel, now):
+        """Take an /odom message (body-frame twist); return the rejection message or ''."""
+        try:
+            self.lin_vel = robot_io.check_odom(lin_vel, self.config.limits)
+        except robot_io.InputError as error:
+            return self._reject(error, now)
+        self.watchdog.feed('/odom', now)
+        return ''
+
+    def on_cmd_vel(self, vx, vy, wz, now):
+        """Take a /cmd_vel command, clipped to the ranges; return a message or ''."""
+        try:
+            self.command, clipped = robot_io.clip_command(vx, vy, wz, self.ranges)
+        except robot_io.InputError as error:
+            return self._reject(error, now)
+        return f'/cmd_vel clipped to {self.command.tolist()}' if clipped else ''
+
+    def inputs_ok(self, now):
+        """True when every input has arrived and none is stale."""
+        return self.watchdog.armed and not self.watchdog.stale(now)
+
+    # ---- requests -----------------------------------------------------------------------
+
+    def request(self, name, now):
+        """Handle a service request start, stop, estop or reset; return (accepted, message)."""
+        before = self.fsm.mode
+        if name == 'start':
+            ok, message = self.fsm.start(
+                now, self.stand_progress(now) >= 1.0, self.policy is not None,
+                self.inputs_ok(now), self.policy_error,
+            )  # fmt: skip
+        elif name == 'stop':
+            ok, message = self.fsm.stop(now)
+        elif name == 'estop':
+            ok = self.fsm.trip(now, 'estop requested')
+            message = 'DAMP: estop latched' if ok else 'already in DAMP'
+            if ok:
+                self._on_fault()
+        elif name == 'reset':
+            ok, message = self.fsm.reset(now, self.inputs_ok(now))
+        else:
+            return False, f'unknown request {name!r}'
+        if ok:
+            self._on_change(before, self.fsm.mode)
+        return ok, message
+
+    def _on_change(self, before, after):
+        """Prepare the new mode: stand start pose, episode bookkeeping."""
+        if after is Mode.STAND:
+            source = self.q if before is Mode.PASSIVE and self.q is not None else self.prev_target
+            self.stand_from = np.array(source, dtype=np.float64)
+        if after is Mode.WALK:
+            self.episode += 1
+            self.last_action = np.zeros(spec.ACTION_DIM)
+        elif before is Mode.WALK:
+            self.ending = 'truncated'
+
+    def _on_fault(self):
+        """Bookkeeping when DAMP is entered: the episode ends terminated."""
+        self.ending = 'terminated'
+
+    def stand_progress(self, now):
+        """Fraction in [0, 1] of the STAND interpolation done (0 outside STAND)."""
+        if self.fsm.mode is not Mode.STAND:
+            return 0.0
+        duration = max(self.config.stand_duration, 1e-6)
+        return float(np.clip((now - self.fsm.entered) / duration, 0.0, 1.0))
+
+    # ---- control step -------------------------------------------------------------------
+
+    def _check_faults(self, now):
+        """Trip DAMP on a stale input or on roll or pitch beyond the limits."""
+        reason = self.watchdog.fault(now)
+        if not reason and self.quat is not None and self.fsm.mode in (Mode.STAND, Mode.WALK):
+            roll, pitch = robot_io.roll_pitch(self.quat)
+            if abs(roll) > self.config.max_roll or abs(pitch) > self.config.max_pitch:
+                reason = f'base tilt roll {roll:.2f} rad, pitch {pitch:.2f} rad beyond limits'
+        if reason and self.fsm.trip(now, reason):
+            self._on_fault()
+            self._events.append(('error', reason))
+
+    def observation(self):
+        """The (48,) observation of the current inputs, or None until every input arrived."""
+        if self.q is None or self.quat is None or self.lin_vel is None:
+            return None
+        return build_observation(
+            self.quat, self.lin_vel, self.ang_vel, self.q, self.qd, self.command, self.last_action
+        )
+
+    def _walk_targets(self, obs, now):
+        """Run the policy; return (targets (12,), action (12,), inference s) or trip DAMP."""
+        start = time.perf_counter()
+        action = self.policy.act(obs)
+        elapsed = time.perf_counter() - start
+        if not np.all(np.isfinite(action)):
+            reason = 'policy produced non-finite actions'
+            if self.fsm.trip(now, reason):
+                self._on_fault()
+                self._events.append(('error', reason))
+            return None, None, elapsed
+        action = np.clip(action, -self.config.action_clip, self.config.action_clip)
+        scale = self.policy.contract.action_scale
+        return self.policy.contract.default_joint_pos + scale * action, action, elapsed
+
+    def step(self, now):
+        """Run one control period at monotonic time now (s); return the Tick."""
+        self._check_faults(now)
+        obs = self.observation()
+        mode, inference, action = self.fsm.mode, 0.0, None
+        target = self.prev_target
+        measured = self.q if self.q is not None else self.prev_target
+        if mode is Mode.WALK and obs is not None:
+            target, action, inference = self._walk_targets(obs, now)
+            mode = self.fsm.mode  # DAMP when the policy failed
+        if mode is Mode.STAND:
+            alpha = self.stand_progress(now)
+            target = (1.0 - alpha) * self.stand_from + alpha * spec.DEFAULT_JOINT_POS
+        if mode in (Mode.STAND, Mode.WALK):
+            target = np.clip(target, spec.JOINT_POS_LIMITS[:, 0], spec.JOINT_POS_LIMITS[:, 1])
+            step = self.config.max_target_step
+            target = np.clip(target, self.prev_target - step, self.prev_target + step)
+            gains = self.policy.contract if self.policy else spec
+            command = joint_command.JointCommand(
+                target, np.zeros(12), np.zeros(12), np.asarray(gains.kp, dtype=np.float64),
+                np.asarray(gains.kd, dtype=np.float64), spec.TORQUE_LIMIT.copy(), mode.value,
+            )  # fmt: skip
+        else:
+            command = joint_command.damping(measured, self.config.damping_kd, mode.value)
+        if not command.is_finite():
+            if self.fsm.trip(now, 'internal: non-finite joint target'):
+                self._on_fault()
+            command = joint_command.damping(spec.DEFAULT_JOINT_POS, self.config.damping_kd)
+        self.prev_target = command.position.copy()
+        if action is None:
+            action = (command.position - spec.DEFAULT_JOINT_POS) / spec.ACTION_SCALE
+        tick = Tick(command, self._row(obs, action), inference, self._events)
+        self._events = []
+        self.last_action = action
+        return tick
+
+    def _row(self, obs, action):
+        """The transition row of this tick, or None before every input arrived."""
+        if obs is None:
+            return None
+        rewards = reward_terms(
+            self.lin_vel, self.ang_vel, self.quat, self.command, self.tau, action, self.last_action
+        )
+        row = TransitionRow(
+            seq=self.seq,
+            episode=self.episode,
+            policy_version=self.policy_version,
+            mode=self.fsm.mode.value,
+            obs=obs,
+            action=np.nan_to_num(action),
+            reward_terms=np.nan_to_num(rewards),
+            terminated=self.ending == 'terminated',
+            truncated=self.ending == 'truncated',
+        )
+        if self.ending == 'terminated':
+            self.episode += 1  # the episode after a fault is a new one
+        self.seq, self.ending = self.seq + 1, None
+        return row
+
+    def status(self, now):
+        """A JSON-ready status: mode, fault, policy, input ages, last rejection."""
+        ages = self.watchdog.ages(now)
+        return {
+            'mode': self.fsm.mode.value,
+            'fault': self.fsm.fault,
+            'policy': self.policy.describe() if self.policy else None,
+            'policy_error': '' if self.policy else self.policy_error,
+            'stand_progress': round(self.stand_progress(now), 3),
+            'command': self.command.tolist(),
+            'input_age_ms': {
+                k: (round(v * 1e3, 1) if np.isfinite(v) else None) for k, v in ages.items()
+            },
+            'last_rejection': self.last_rejection,
+            'rejections': self.rejections,
+            'seq': self.seq,
+        }

@@ -1,0 +1,81 @@
+"""Control-loop timing statistics (ROS-free): period jitter, inference time, latency, CPU."""
+
+from collections import deque
+import os
+import resource
+import time
+
+import numpy as np
+
+
+def percentiles(values, qs=(50, 99)):
+    """Return {'p50': ..., 'p99': ..., 'max': ...} of a sequence (NaN-free; zeros when empty)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return {**{f'p{q}': 0.0 for q in qs}, 'max': 0.0}
+    out = {f'p{q}': float(np.percentile(values, q)) for q in qs}
+    out['max'] = float(values.max())
+    return out
+
+
+class LoopStats:
+    """Per-tick timing samples: a recent window for diagnostics, all for the run summary."""
+
+    def __init__(self, period, window=500):
+        """Expect ticks every period (s); keep `window` recent samples per series."""
+        self.period = period
+        self.window = window
+        self.series = {}
+        """name -> deque of recent samples (s)."""
+        self.totals = {}
+        """name -> list of every sample of the run (s)."""
+        self.last_tick = None
+        self.ticks = 0
+        self.start_wall = time.monotonic()
+        self.start_cpu = self._cpu()
+
+    @staticmethod
+    def _cpu():
+        """Process CPU time (s), user + system."""
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    def add(self, name, value):
+        """Record one sample (s) of a series."""
+        if name not in self.series:
+            self.series[name] = deque(maxlen=self.window)
+            self.totals[name] = []
+        self.series[name].append(value)
+        self.totals[name].append(value)
+
+    def tick(self, now):
+        """Record a tick at monotonic time now (s): its period and |period - nominal| jitter."""
+        if self.last_tick is not None:
+            period = now - self.last_tick
+            self.add('period', period)
+            self.add('jitter', abs(period - self.period))
+        self.last_tick = now
+        self.ticks += 1
+
+    def rate(self, recent=True):
+        """Mean loop rate (Hz) over the window (recent) or the whole run."""
+        periods = self.series.get('period', ()) if recent else self.totals.get('period', ())
+        return float(1.0 / np.mean(periods)) if len(periods) else 0.0
+
+    def cpu_percent(self):
+        """Process CPU use (% of one core) since the stats started."""
+        wall = time.monotonic() - self.start_wall
+        return 100.0 * (self._cpu() - self.start_cpu) / wall if wall > 0 else 0.0
+
+    def summary(self, recent=True):
+        """Return a flat dict of figures in ms (and Hz, %) for diagnostics or the run summary."""
+        source = self.series if recent else self.totals
+        out = {'ticks': self.ticks, 'loop_rate_hz': self.rate(recent)}
+        for name, values in source.items():
+            if name == 'period':
+                continue
+            for key, value in percentiles(values).items():
+                out[f'{name}_{key}_ms'] = value * 1e3
+        out['cpu_percent'] = self.cpu_percent()
+        out['pid'] = os.getpid()
+        return out

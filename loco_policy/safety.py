@@ -1,0 +1,137 @@
+"""Safety state machine and input watchdog of the policy node (ROS-free).
+
+Modes: PASSIVE (damping only) -> STAND (interpolate to the default pose) -> WALK (policy) and
+back; DAMP on any fault or estop, latched until reset. Requests (the node's services) are:
+
+    start : PASSIVE -> STAND; STAND (pose reached, policy loaded) -> WALK
+    stop  : WALK -> STAND; STAND -> PASSIVE
+    estop : any -> DAMP (latched)
+    reset : DAMP -> PASSIVE (only when the inputs are fresh again)
+"""
+
+from dataclasses import dataclass, field
+import enum
+
+
+class Mode(str, enum.Enum):
+    """Control modes of the safety state machine."""
+
+    PASSIVE = 'PASSIVE'
+    STAND = 'STAND'
+    WALK = 'WALK'
+    DAMP = 'DAMP'
+
+
+@dataclass
+class Transition:
+    """One change of mode, for logs and the demo summary."""
+
+    time: float
+    """Monotonic time (s)."""
+    source: Mode
+    target: Mode
+    reason: str
+
+
+class SafetyStateMachine:
+    """The mode, its allowed transitions, and the latched fault."""
+
+    def __init__(self):
+        """Start in PASSIVE with no fault."""
+        self.mode = Mode.PASSIVE
+        self.fault = ''
+        """Reason of the latched fault ('' when none)."""
+        self.history = []
+        """Every Transition so far."""
+        self.entered = 0.0
+        """Monotonic time (s) the current mode was entered."""
+
+    def _go(self, target, now, reason):
+        """Switch to target and record why."""
+        self.history.append(Transition(now, self.mode, target, reason))
+        self.mode, self.entered = target, now
+
+    def start(self, now, stand_done, policy_ready, inputs_ok, why_not_policy=''):
+        """Handle a start request; return (accepted, message)."""
+        if self.mode is Mode.DAMP:
+            return False, f'latched in DAMP ({self.fault}); call reset first'
+        if not inputs_ok:
+            return False, 'refused: robot inputs are missing or stale'
+        if self.mode is Mode.PASSIVE:
+            self._go(Mode.STAND, now, 'start')
+            return True, 'STAND: moving to the default pose'
+        if self.mode is Mode.STAND:
+            if not policy_ready:
+                return False, f'WALK refused: {why_not_policy or "no policy loaded"}'
+            if not stand_done:
+                return False, 'WALK refused: the default pose is not reached yet'
+            self._go(Mode.WALK, now, 'start')
+            return True, 'WALK: policy in control'
+        return False, 'already in WALK'
+
+    def stop(self, now):
+        """Handle a stop request: WALK -> STAND, STAND -> PASSIVE; return (accepted, message)."""
+        if self.mode is Mode.WALK:
+            self._go(Mode.STAND, now, 'stop')
+            return True, 'STAND: policy stopped, holding the default pose'
+        if self.mode is Mode.STAND:
+            self._go(Mode.PASSIVE, now, 'stop')
+            return True, 'PASSIVE: damping only'
+        return False, f'nothing to stop in {self.mode.value}'
+
+    def trip(self, now, reason):
+        """Enter DAMP and latch the reason (a fault or an estop); no-op when already in DAMP."""
+        if self.mode is Mode.DAMP:
+            return False
+        self.fault = reason
+        self._go(Mode.DAMP, now, reason)
+        return True
+
+    def reset(self, now, inputs_ok):
+        """Leave DAMP for PASSIVE when inputs are fresh; return (accepted, message)."""
+        if self.mode is not Mode.DAMP:
+            return False, f'nothing to reset in {self.mode.value}'
+        if not inputs_ok:
+            return False, f'reset refused: inputs still faulty ({self.fault})'
+        self.fault = ''
+        self._go(Mode.PASSIVE, now, 'reset')
+        return True, 'PASSIVE: fault cleared'
+
+
+@dataclass
+class Watchdog:
+    """Ages of the robot inputs; stale when older than the limit, after each arrived once."""
+
+    limit: float
+    """Largest allowed input age (s), by default 3 control periods."""
+    names: tuple = ('/joint_states', '/imu', '/odom')
+    """The watched inputs."""
+    last: dict = field(default_factory=dict)
+    """Monotonic receive time (s) of each input's last valid message."""
+
+    def feed(self, name, now):
+        """Record a valid message of one input at monotonic time now (s)."""
+        self.last[name] = now
+
+    def ages(self, now):
+        """Age (s) of each input, inf when never received."""
+        return {n: now - self.last[n] if n in self.last else float('inf') for n in self.names}
+
+    @property
+    def armed(self):
+        """True once every input has arrived at least once."""
+        return all(n in self.last for n in self.names)
+
+    def stale(self, now):
+        """Names of inputs older than the limit (never-received ones included)."""
+        return [n for n, age in self.ages(now).items() if age > self.limit]
+
+    def fault(self, now):
+        """A fault reason when armed and an input is stale, else ''."""
+        if not self.armed:
+            return ''
+        ages = self.ages(now)
+        stale = [f'{n} {ages[n] * 1e3:.0f} ms' for n in self.stale(now)]
+        if stale:
+            return f'watchdog: stale {", ".join(stale)} (limit {self.limit * 1e3:.0f} ms)'
+        return ''

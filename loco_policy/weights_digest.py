@@ -1,0 +1,79 @@
+"""The policy weights digest: sha256 over an ONNX model's initializers, without the onnx package.
+
+Definition (shared with the exporter): the sha256 of the concatenated serialized TensorProto
+bytes of ``model.graph.initializer``, in graph order. With the onnx package that is
+``hashlib.sha256(b''.join(t.SerializeToString() for t in model.graph.initializer))``; here the
+same bytes are sliced out of the file by walking the protobuf wire format, so the robot needs
+only onnxruntime. The metadata (where the digest itself lives) is outside the graph, so the
+digest does not depend on it.
+"""
+
+import hashlib
+
+MODEL_GRAPH_FIELD = 7
+"""ModelProto.graph field number."""
+
+GRAPH_INITIALIZER_FIELD = 5
+"""GraphProto.initializer field number."""
+
+
+class WireError(ValueError):
+    """Bytes that are not a well-formed protobuf message."""
+
+
+def _varint(blob, pos):
+    """Decode one base-128 varint at pos; return (value, next position)."""
+    value, shift = 0, 0
+    while True:
+        if pos >= len(blob) or shift > 63:
+            raise WireError('truncated or overlong varint')
+        byte = blob[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def fields(blob):
+    """Yield (field number, wire type, value) of a protobuf message; bytes for wire type 2."""
+    pos, end = 0, len(blob)
+    while pos < end:
+        key, pos = _varint(blob, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(blob, pos)
+        elif wire == 1:
+            value, pos = blob[pos : pos + 8], pos + 8
+        elif wire == 2:
+            size, pos = _varint(blob, pos)
+            value, pos = blob[pos : pos + size], pos + size
+        elif wire == 5:
+            value, pos = blob[pos : pos + 4], pos + 4
+        else:
+            raise WireError(f'unsupported wire type {wire}')
+        if pos > end:
+            raise WireError('field runs past the end of the message')
+        yield number, wire, value
+
+
+def initializer_bytes(model_blob):
+    """Return the serialized TensorProto bytes of each graph initializer, in graph order."""
+    tensors = []
+    for number, wire, graph in fields(memoryview(model_blob)):
+        if number == MODEL_GRAPH_FIELD and wire == 2:
+            for inner, inner_wire, value in fields(graph):
+                if inner == GRAPH_INITIALIZER_FIELD and inner_wire == 2:
+                    tensors.append(bytes(value))
+    return tensors
+
+
+def weights_sha256(model_blob):
+    """Return the hex sha256 of a serialized ONNX model's initializers (see module docstring)."""
+    digest = hashlib.sha256()
+    try:
+        for tensor in initializer_bytes(model_blob):
+            digest.update(tensor)
+    except WireError as error:
+        raise ValueError(f'not an ONNX model: {error}') from None
+    return digest.hexdigest()

@@ -1,0 +1,128 @@
+"""Test helpers for the deployment side: ONNX policy files and isolated ROS 2 environments."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+
+from loco_policy import spec
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def contract_metadata(**overrides):
+    """Return the spec's policy metadata as a dict of JSON-ready values, with overrides."""
+    meta = {
+        'loco_format': 1,
+        'joint_names': list(spec.JOINT_NAMES),
+        'default_joint_pos': spec.DEFAULT_JOINT_POS.tolist(),
+        'action_scale': spec.ACTION_SCALE,
+        'kp': spec.KP.tolist(),
+        'kd': spec.KD.tolist(),
+        'torque_limit': spec.TORQUE_LIMIT.tolist(),
+        'control_dt': spec.CONTROL_DT,
+        'observation': spec.observation_metadata(),
+        'command_ranges': {k: list(v) for k, v in spec.COMMAND_RANGES.items()},
+        'provenance': {
+            'algorithm': 'test-random-mlp',
+            'iterations': 0,
+            'return': 0.0,
+            'code_revision': 'test',
+            'created': '2026-11-30T00:00:00Z',
+            'weights_sha256': None,
+        },
+    }
+    meta.update(overrides)
+    return meta
+
+
+def make_policy_file(
+    path, hidden=(64, 64), obs_dim=None, act_dim=None, seed=0, weight_scale=0.1, nan=False, **meta
+):
+    """Write a random tanh-MLP ONNX policy file with full contract metadata; return the path."""
+    import onnx
+    from onnx import helper, numpy_helper, TensorProto
+
+    obs_dim = spec.OBS_DIM if obs_dim is None else obs_dim
+    act_dim = spec.ACTION_DIM if act_dim is None else act_dim
+    rng = np.random.default_rng(seed)
+    sizes = (obs_dim, *hidden, act_dim)
+    nodes, inits, last = [], [], 'obs'
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        w = (rng.standard_normal((n_in, n_out)) * weight_scale).astype(np.float32)
+        b = np.zeros(n_out, dtype=np.float32)
+        if nan and i == len(sizes) - 2:
+            b[0] = np.nan
+        inits += [numpy_helper.from_array(w, f'w{i}'), numpy_helper.from_array(b, f'b{i}')]
+        out = 'actions' if i == len(sizes) - 2 else f'h{i}'
+        nodes.append(
+            helper.make_node(
+                'Gemm', [last, f'w{i}', f'b{i}'], [f'z{i}' if out != 'actions' else out]
+            )
+        )
+        if out != 'actions':
+            nodes.append(helper.make_node('Tanh', [f'z{i}'], [out]))
+        last = out
+    graph = helper.make_graph(
+        nodes,
+        'policy',
+        [helper.make_tensor_value_info('obs', TensorProto.FLOAT, ['batch', obs_dim])],
+        [helper.make_tensor_value_info('actions', TensorProto.FLOAT, ['batch', act_dim])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)])
+    model.ir_version = 9
+    digest = hashlib.sha256(b''.join(t.SerializeToString() for t in model.graph.initializer))
+    values = contract_metadata(**meta)
+    if values['provenance'].get('weights_sha256', 0) is None:
+        values['provenance'] = dict(values['provenance'], weights_sha256=digest.hexdigest())
+    for key, value in values.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, json.dumps(value)
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def domain_id(name):
+    """A ROS_DOMAIN_ID in 100-200 derived from a test name (distinct per test)."""
+    return 100 + zlib.crc32(name.encode()) % 101
+
+
+def ros_env(name):
+    """Environment for an isolated ROS 2 process: own domain id, localhost discovery only."""
+    env = dict(os.environ)
+    env['ROS_DOMAIN_ID'] = str(domain_id(name))
+    env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    env['PYTHONUNBUFFERED'] = '1'
+    env['PYTHONPATH'] = REPO + os.pathsep + env.get('PYTHONPATH', '')
+    return env
+
+
+def start_node(module, args, env, log_path):
+    """Start `python -m loco_policy.nodes.<module> --ros-args ...` in its own process group."""
+    log = open(log_path, 'wb')
+    return subprocess.Popen(
+        [sys.executable, '-m', f'loco_policy.nodes.{module}', '--ros-args', *args],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_process(proc, timeout=5.0):
+    """SIGINT a process, then SIGKILL if it has not ended; return its exit code."""
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+    return proc.returncode
