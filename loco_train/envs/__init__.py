@@ -1,0 +1,1 @@
+"""The ANYmal velocity-tracking task: observations, rewards, commands, randomisation."""

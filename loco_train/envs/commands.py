@@ -1,0 +1,61 @@
+"""Velocity commands (vx, vy, wz) sampled per environment and resampled every few seconds."""
+
+from dataclasses import dataclass, field
+
+import torch
+
+from loco_policy import spec
+
+
+@dataclass
+class CommandConfig:
+    """How commands are drawn."""
+
+    ranges: dict = field(default_factory=lambda: dict(spec.COMMAND_RANGES))
+    """{'vx': (low, high) m/s, 'vy': (low, high) m/s, 'wz': (low, high) rad/s}."""
+    zero_share: float = 0.1
+    """Share of environments commanded to stand still (all three commands 0)."""
+    resample_s: float = 5.0
+    """Seconds between resamples of an environment's command."""
+    min_speed: float = 0.1
+    """Planar commands below this norm (m/s) are set to 0, so 'moving' means moving."""
+
+
+class CommandSampler:
+    """Holds the (N, 3) command and a per-environment resample timer."""
+
+    def __init__(self, num_envs, config=None, device='cpu', generator=None):
+        """Allocate commands for num_envs environments and draw the first ones."""
+        self.config = config or CommandConfig()
+        self.generator = generator
+        self.device = torch.device(device)
+        self.command = torch.zeros(num_envs, 3, device=self.device)  # vx, vy, wz
+        self.timer = torch.zeros(num_envs, device=self.device)  # s since last resample
+        low = [self.config.ranges[k][0] for k in ('vx', 'vy', 'wz')]
+        high = [self.config.ranges[k][1] for k in ('vx', 'vy', 'wz')]
+        self.low = torch.tensor(low, device=self.device)
+        self.high = torch.tensor(high, device=self.device)
+        self.resample(torch.arange(num_envs, device=self.device))
+
+    def resample(self, env_ids):
+        """Draw new commands for the given environments and restart their timers."""
+        n = len(env_ids)
+        if n == 0:
+            return
+        u = torch.rand(n, 3, device=self.device, generator=self.generator)
+        command = self.low + (self.high - self.low) * u
+        planar = torch.linalg.norm(command[:, :2], dim=1, keepdim=True)
+        command[:, :2] *= (planar >= self.config.min_speed).to(command.dtype)
+        still = (
+            torch.rand(n, device=self.device, generator=self.generator) < self.config.zero_share
+        )
+        command[still] = 0.0
+        self.command[env_ids] = command
+        self.timer[env_ids] = 0.0
+
+    def step(self, dt):
+        """Advance timers by dt seconds and resample environments whose time is up."""
+        self.timer += dt
+        due = torch.nonzero(self.timer >= self.config.resample_s - 1e-6).flatten()  # float sums
+        self.resample(due)
+        return due

@@ -1,0 +1,195 @@
+"""Reward terms of the velocity-tracking task: small named functions times configured weights.
+
+Every term maps a RewardInputs of (N, ...) tensors to an unweighted (N,) value and is
+differentiable in the simulator state except feet_air_time (kept for SAC and PPO). The per-step
+reward is sum_i w_i r_i dt (legged_gym's convention, so returns do not depend on the rate).
+"""
+
+from dataclasses import dataclass, fields
+import math
+
+import torch
+
+
+@dataclass
+class RewardInputs:
+    """The state a reward needs, all batched over N environments."""
+
+    command: torch.Tensor
+    """(N, 3) vx, vy (m/s), wz (rad/s)."""
+    base_lin_vel: torch.Tensor
+    """(N, 3) m/s, body frame."""
+    base_ang_vel: torch.Tensor
+    """(N, 3) rad/s, body frame."""
+    torque: torch.Tensor
+    """(N, 12) N m, applied joint torques."""
+    joint_acc: torch.Tensor
+    """(N, 12) rad/s^2, (qd_t - qd_{t-1}) / dt."""
+    action: torch.Tensor
+    """(N, 12) a_t."""
+    last_action: torch.Tensor
+    """(N, 12) a_{t-1}."""
+    foot_height: torch.Tensor
+    """(N, 4) m, height of the lowest point of each foot sphere above the ground."""
+    undesired_contact: torch.Tensor
+    """(N,) number (or smoothed number) of base/thigh/knee shapes touching the ground."""
+    phase_time: torch.Tensor
+    """(N,) s, time since the episode started (drives the swing reference)."""
+    feet_air_time: torch.Tensor = None
+    """(N,) the air-time reward of FeetAirTime.update, when that term is enabled."""
+
+
+@dataclass
+class RewardConfig:
+    """Weights (0 disables a term) and shape parameters."""
+
+    lin_vel_tracking: float = 1.0
+    """exp(-|c_xy - v_xy|^2 / sigma^2)."""
+    yaw_rate_tracking: float = 0.5
+    """exp(-(c_wz - w_z)^2 / sigma^2)."""
+    lin_vel_z: float = -2.0
+    """v_z^2 (m^2/s^2)."""
+    ang_vel_xy: float = -0.05
+    """|w_xy|^2 (rad^2/s^2)."""
+    torque: float = -1e-5
+    """|tau|^2 (N^2 m^2)."""
+    joint_acc: float = -2.5e-7
+    """|qdd|^2."""
+    action_rate: float = -0.01
+    """|a_t - a_{t-1}|^2."""
+    undesired_contact: float = -1.0
+    """Count of base/thigh/knee contacts."""
+    foot_height: float = 0.5
+    """Differentiable swing reference tracking, mean over feet of exp(-(z - z_ref)^2 / s^2)."""
+    feet_air_time: float = 0.0
+    """legged_gym's air-time reward (non-differentiable); 0.125 for SAC/PPO runs."""
+    tracking_sigma: float = 0.5
+    """sigma (m/s, rad/s) of the tracking kernels; sigma^2 = 0.25 as in legged_gym."""
+    swing_height: float = 0.08
+    """Peak of the swing reference above the ground (m)."""
+    gait_period: float = 0.5
+    """Period of the swing reference (s); diagonal pairs are half a period apart."""
+    foot_height_sigma: float = 0.04
+    """Width (m) of the foot-height kernel."""
+
+
+FOOT_PHASE = (0.0, math.pi, math.pi, 0.0)
+"""Swing phase offsets in leg order LF, RF, LH, RH: diagonal pairs LF+RH and RF+LH."""
+
+
+def lin_vel_tracking(x, cfg):
+    """Planar velocity tracking kernel, (N,)."""
+    error = torch.sum((x.command[:, :2] - x.base_lin_vel[:, :2]) ** 2, dim=1)
+    return torch.exp(-error / cfg.tracking_sigma**2)
+
+
+def yaw_rate_tracking(x, cfg):
+    """Yaw-rate tracking kernel, (N,)."""
+    error = (x.command[:, 2] - x.base_ang_vel[:, 2]) ** 2
+    return torch.exp(-error / cfg.tracking_sigma**2)
+
+
+def lin_vel_z(x, cfg):
+    """Vertical base velocity squared, (N,)."""
+    return x.base_lin_vel[:, 2] ** 2
+
+
+def ang_vel_xy(x, cfg):
+    """Roll and pitch rates squared, (N,)."""
+    return torch.sum(x.base_ang_vel[:, :2] ** 2, dim=1)
+
+
+def torque(x, cfg):
+    """Joint torques squared, (N,)."""
+    return torch.sum(x.torque**2, dim=1)
+
+
+def joint_acc(x, cfg):
+    """Joint accelerations squared, (N,)."""
+    return torch.sum(x.joint_acc**2, dim=1)
+
+
+def action_rate(x, cfg):
+    """Change of action squared, (N,)."""
+    return torch.sum((x.action - x.last_action) ** 2, dim=1)
+
+
+def undesired_contact(x, cfg):
+    """Base, thigh and knee contacts with the ground, (N,)."""
+    return x.undesired_contact
+
+
+def swing_reference(phase_time, cfg):
+    """Reference foot heights (N, 4) m: half-sine swings, diagonal pairs in antiphase."""
+    offsets = torch.tensor(FOOT_PHASE, dtype=phase_time.dtype, device=phase_time.device)
+    angle = 2.0 * math.pi * phase_time[:, None] / cfg.gait_period + offsets
+    return cfg.swing_height * torch.clamp(torch.sin(angle), min=0.0)
+
+
+def foot_height(x, cfg):
+    """Tracking of the swing reference, mean over feet, (N,); 0 when commanded to stand."""
+    error = (x.foot_height - swing_reference(x.phase_time, cfg)) ** 2
+    moving = (torch.linalg.norm(x.command, dim=1) > 0.05).to(error.dtype)
+    return moving * torch.mean(torch.exp(-error / cfg.foot_height_sigma**2), dim=1)
+
+
+def feet_air_time(x, cfg):
+    """Air-time reward computed by FeetAirTime, (N,)."""
+    if x.feet_air_time is None:
+        raise ValueError('feet_air_time has a weight but RewardInputs.feet_air_time is None')
+    return x.feet_air_time
+
+
+TERMS = {
+    'lin_vel_tracking': lin_vel_tracking,
+    'yaw_rate_tracking': yaw_rate_tracking,
+    'lin_vel_z': lin_vel_z,
+    'ang_vel_xy': ang_vel_xy,
+    'torque': torque,
+    'joint_acc': joint_acc,
+    'action_rate': action_rate,
+    'undesired_contact': undesired_contact,
+    'foot_height': foot_height,
+    'feet_air_time': feet_air_time,
+}
+"""Term name -> function; the names are the RewardConfig weight fields and the log keys."""
+
+assert set(TERMS) <= {f.name for f in fields(RewardConfig)}
+
+
+def compute_reward(inputs, config, dt):
+    """Return the per-step reward (N,) and each weighted term (N,) by name, times dt."""
+    total = torch.zeros_like(inputs.command[:, 0])
+    terms = {}
+    for name, function in TERMS.items():
+        weight = getattr(config, name)
+        if weight == 0.0:
+            continue
+        terms[name] = weight * dt * function(inputs, config)
+        total = total + terms[name]
+    return total, terms
+
+
+class FeetAirTime:
+    """legged_gym's feet-air-time reward: sum over touchdowns of (air time - 0.5 s)."""
+
+    def __init__(self, num_envs, num_feet=4, device='cpu', target_s=0.5):
+        """Zero the per-foot air timers."""
+        self.air_time = torch.zeros(num_envs, num_feet, device=device)  # s
+        self.last_contact = torch.zeros(num_envs, num_feet, dtype=torch.bool, device=device)
+        self.target_s = target_s
+
+    def update(self, contact, command, dt):
+        """Advance with foot contacts (N, 4) bool; return the reward (N,) of this step."""
+        touchdown = contact & ~self.last_contact
+        self.air_time += dt
+        reward = torch.sum((self.air_time - self.target_s) * touchdown, dim=1)
+        reward = reward * (torch.linalg.norm(command[:, :2], dim=1) > 0.1)
+        self.air_time = torch.where(contact, torch.zeros_like(self.air_time), self.air_time)
+        self.last_contact = contact.clone()
+        return reward
+
+    def reset(self, env_ids):
+        """Clear the timers of restarted environments."""
+        self.air_time[env_ids] = 0.0
+        self.last_contact[env_ids] = False

@@ -1,0 +1,103 @@
+import math
+
+import pytest
+import torch
+
+from loco_train.envs.rewards import (
+    compute_reward,
+    FeetAirTime,
+    RewardConfig,
+    RewardInputs,
+    swing_reference,
+    TERMS,
+)
+
+
+def inputs(n=3, **overrides):
+    values = dict(
+        command=torch.zeros(n, 3),
+        base_lin_vel=torch.zeros(n, 3),
+        base_ang_vel=torch.zeros(n, 3),
+        torque=torch.zeros(n, 12),
+        joint_acc=torch.zeros(n, 12),
+        action=torch.zeros(n, 12),
+        last_action=torch.zeros(n, 12),
+        foot_height=torch.zeros(n, 4),
+        undesired_contact=torch.zeros(n),
+        phase_time=torch.zeros(n),
+    )
+    values.update(overrides)
+    return RewardInputs(**values)
+
+
+def test_every_term_is_logged_under_its_name_times_weight_and_dt():
+    cfg = RewardConfig(feet_air_time=0.0)
+    x = inputs(torque=torch.ones(3, 12), undesired_contact=torch.full((3,), 2.0))
+    total, terms = compute_reward(x, cfg, dt=0.02)
+    assert 'feet_air_time' not in terms  # weight 0: not computed
+    assert set(terms) == set(TERMS) - {'feet_air_time'}
+    torch.testing.assert_close(total, sum(terms.values()))
+    torch.testing.assert_close(terms['torque'], torch.full((3,), -1e-5 * 12 * 0.02))
+    torch.testing.assert_close(terms['undesired_contact'], torch.full((3,), -1.0 * 2 * 0.02))
+
+
+def test_perfect_tracking_earns_the_full_tracking_weights():
+    command = torch.tensor([[0.5, -0.2, 0.3]])
+    x = inputs(
+        1, command=command, base_lin_vel=torch.tensor([[0.5, -0.2, 0.0]]),
+        base_ang_vel=torch.tensor([[0.0, 0.0, 0.3]]),
+    )  # fmt: skip
+    _, terms = compute_reward(x, RewardConfig(), dt=1.0)
+    assert terms['lin_vel_tracking'].item() == pytest.approx(1.0)
+    assert terms['yaw_rate_tracking'].item() == pytest.approx(0.5)
+    # 0.5 m/s error with sigma 0.5: exp(-1)
+    x.base_lin_vel = torch.tensor([[0.0, -0.2, 0.0]])
+    _, terms = compute_reward(x, RewardConfig(), dt=1.0)
+    assert terms['lin_vel_tracking'].item() == pytest.approx(math.exp(-1.0))
+
+
+def test_swing_reference_alternates_the_diagonal_pairs():
+    cfg = RewardConfig()
+    quarter = torch.tensor([cfg.gait_period / 4, 3 * cfg.gait_period / 4])
+    ref = swing_reference(quarter, cfg)
+    # at a quarter period LF and RH are at the top of their swing, RF and LH on the ground
+    torch.testing.assert_close(
+        ref[0], torch.tensor([cfg.swing_height, 0.0, 0.0, cfg.swing_height])
+    )
+    torch.testing.assert_close(
+        ref[1], torch.tensor([0.0, cfg.swing_height, cfg.swing_height, 0.0])
+    )
+
+
+def test_foot_height_term_is_differentiable_and_off_when_standing():
+    cfg = RewardConfig()
+    height = torch.full((2, 4), 0.03, requires_grad=True)
+    x = inputs(2, foot_height=height, command=torch.tensor([[1.0, 0, 0], [0.0, 0, 0]]),
+               phase_time=torch.full((2,), 0.1))  # fmt: skip
+    _, terms = compute_reward(x, cfg, dt=1.0)
+    assert terms['foot_height'][1].item() == 0.0
+    terms['foot_height'].sum().backward()
+    assert torch.all(torch.isfinite(height.grad)) and height.grad[0].abs().sum() > 0
+
+
+def test_feet_air_time_rewards_touchdown_after_long_swings():
+    tracker = FeetAirTime(num_envs=1)
+    command = torch.tensor([[1.0, 0.0, 0.0]])
+    down = torch.ones(1, 4, dtype=torch.bool)
+    lf_up = down.clone()
+    lf_up[0, 0] = False
+    tracker.update(down, command, 0.02)
+    for _ in range(35):  # 0.7 s in the air for LF
+        reward = tracker.update(lf_up, command, 0.02)
+        assert reward.item() == 0.0
+    reward = tracker.update(down, command, 0.02)
+    assert reward.item() == pytest.approx(0.72 - 0.5, abs=1e-5)
+    # standing command: no reward even for a long swing
+    for _ in range(35):
+        tracker.update(lf_up, torch.zeros(1, 3), 0.02)
+    assert tracker.update(down, torch.zeros(1, 3), 0.02).item() == 0.0
+
+
+def test_air_time_weight_without_tracker_is_an_error():
+    with pytest.raises(ValueError, match='feet_air_time'):
+        compute_reward(inputs(), RewardConfig(feet_air_time=0.125), dt=0.02)
