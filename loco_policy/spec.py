@@ -126,4 +126,24 @@ def joint_targets(action):
     return DEFAULT_JOINT_POS + ACTION_SCALE * np.asarray(action, dtype=np.float64)
 
 
+def contract_metadata(provenance):
+    """The policy-file contract of this robot as JSON-ready values, keyed as in metadata_props.
+
+    provenance: {algorithm, iterations, return, code_revision, created, weights_sha256}.
+    """
+    return {
+        'loco_format': 1,
+        'joint_names': list(JOINT_NAMES),
+        'default_joint_pos': DEFAULT_JOINT_POS.tolist(),
+        'action_scale': ACTION_SCALE,
+        'kp': KP.tolist(),
+        'kd': KD.tolist(),
+        'torque_limit': TORQUE_LIMIT.tolist(),
+        'control_dt': CONTROL_DT,
+        'observation': observation_metadata(),
+        'command_ranges': {key: list(value) for key, value in COMMAND_RANGES.items()},
+        'provenance': dict(provenance),
+    }
+
+
 assert OBS_DIM == 48 and len(set(JOINT_NAMES)) == NUM_JOINTS == 12

@@ -1,0 +1,170 @@
+"""Export an actor as the self-describing ONNX policy file of ARCHITECTURE.md.
+
+The graph is obs [batch, 48] -> normaliser -> deterministic actor -> actions [batch, 12]; the
+deployment contract (spec.contract_metadata) and provenance go into metadata_props as JSON
+strings. The file is written to a temporary name and renamed, so a killed export never leaves a
+half-written policy behind.
+"""
+
+import datetime
+import json
+import os
+import subprocess
+import tempfile
+import warnings
+
+import torch
+from torch import nn
+
+from loco_policy import spec
+from loco_policy.weights_digest import weights_sha256
+
+POLICY_KEY = 'policy'
+"""Checkpoint key of the exportable policy (see policy_payload)."""
+
+
+class DeployedPolicy(nn.Module):
+    """obs (B, 48) -> actions (B, 12): the normaliser followed by the deterministic actor."""
+
+    def __init__(self, normalizer, actor):
+        """Wrap a normaliser module and an actor whose forward is the deterministic action."""
+        super().__init__()
+        self.normalizer = normalizer
+        self.actor = actor
+
+    def forward(self, obs):
+        """Return the deterministic action for raw (scaled, unnormalised) observations."""
+        return self.actor(self.normalizer(obs))
+
+
+def policy_payload(actor, actor_kwargs, normalizer, algorithm, iterations, mean_return):
+    """Return the checkpoint entry the exporter reads: actor class, arguments and weights."""
+    cls = type(actor)
+    return {
+        'actor_class': f'{cls.__module__}:{cls.__qualname__}',
+        'actor_kwargs': dict(actor_kwargs),
+        'actor_state': actor.state_dict(),
+        'normalizer_kwargs': {'dim': int(normalizer.mean.shape[0])},
+        'normalizer_state': normalizer.state_dict(),
+        'algorithm': str(algorithm),
+        'iterations': int(iterations),
+        'return': float(mean_return),
+    }
+
+
+def load_policy(checkpoint_path):
+    """Rebuild DeployedPolicy and its provenance stub from a checkpoint holding POLICY_KEY."""
+    import importlib
+
+    from loco_train.normalizer import EmpiricalNormalizer
+
+    checkpoint = torch.load(checkpoint_path, map_location='cpu', weights_only=False)
+    if POLICY_KEY not in checkpoint:
+        raise ValueError(f'{checkpoint_path}: no {POLICY_KEY!r} entry; not a policy checkpoint')
+    payload = checkpoint[POLICY_KEY]
+    module_name, _, class_name = payload['actor_class'].partition(':')
+    actor = getattr(importlib.import_module(module_name), class_name)(**payload['actor_kwargs'])
+    actor.load_state_dict(payload['actor_state'])
+    normalizer = EmpiricalNormalizer(**payload['normalizer_kwargs'])
+    normalizer.load_state_dict(payload['normalizer_state'])
+    info = {key: payload[key] for key in ('algorithm', 'iterations', 'return')}
+    return DeployedPolicy(normalizer, actor).eval(), info
+
+
+def code_revision():
+    """Return the git commit of this checkout (with '-dirty' when modified), or 'unknown'."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        commit = subprocess.run(
+            ['git', 'rev-parse', 'HEAD'],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ['git', 'status', '--porcelain', '--untracked-files=no'],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 'unknown'
+    return commit + ('-dirty' if dirty.strip() else '')
+
+
+def to_onnx_model(policy):
+    """Trace a DeployedPolicy into an onnx.ModelProto with a dynamic batch axis."""
+    example = torch.zeros(2, spec.OBS_DIM)
+    batch = torch.export.Dim('batch')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        program = torch.onnx.export(
+            policy.eval(),
+            (example,),
+            None,
+            input_names=['obs'],
+            output_names=['actions'],
+            dynamic_shapes={'obs': {0: batch}},
+            dynamo=True,
+            verbose=False,
+        )
+    return program.model_proto
+
+
+def export_policy(policy, path, algorithm, iterations, mean_return):
+    """Write policy (obs -> actions) to `path` as a ONNX file; return metadata."""
+    import onnx
+
+    model = to_onnx_model(policy)
+    blob = model.SerializeToString()
+    provenance = {
+        'algorithm': str(algorithm),
+        'iterations': int(iterations),
+        'return': float(mean_return),
+        'code_revision': code_revision(),
+        'created': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+        'weights_sha256': weights_sha256(blob),
+    }
+    metadata = spec.contract_metadata(provenance)
+    del model.metadata_props[:]
+    for key, value in metadata.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, json.dumps(value)
+    onnx.checker.check_model(model)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix='.export-', suffix='.onnx', dir=directory)
+    try:
+        with os.fdopen(handle, 'wb') as stream:
+            stream.write(model.SerializeToString())
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return metadata
+
+
+def add_arguments(parser):
+    """`loco-train export CHECKPOINT -o FILE.onnx`."""
+    parser.add_argument('checkpoint', help='training checkpoint (.pt) with a policy entry')
+    parser.add_argument('-o', '--output', required=True, help='policy file to write (.onnx)')
+
+
+def run(args):
+    """Export the checkpoint's policy and print the written contract."""
+    policy, info = load_policy(args.checkpoint)
+    metadata = export_policy(
+        policy, args.output, info['algorithm'], info['iterations'], info['return']
+    )
+    print(
+        json.dumps(
+            {'exported': os.path.abspath(args.output), 'provenance': metadata['provenance']}
+        )
+    )
+    return 0

@@ -1,0 +1,116 @@
+import json
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+from loco_policy import spec
+from loco_policy.policy_file import METADATA_KEYS, OnnxPolicy, PolicyFileError
+from loco_train import check_policy, cli
+from loco_train.export import DeployedPolicy, export_policy, load_policy, policy_payload
+from loco_train.normalizer import EmpiricalNormalizer
+from loco_train.sac.actor import anymal_action_bounds, SquashedGaussianActor
+
+
+@pytest.fixture(scope='module')
+def trained_like():
+    torch.manual_seed(0)
+    b, c = anymal_action_bounds(max_offset=1.0)
+    kwargs = dict(
+        obs_dim=spec.OBS_DIM,
+        action_bias=b.tolist(),
+        action_scale=c.tolist(),
+        hidden=(64, 64),
+        mean_init_std=0.3,
+    )
+    actor = SquashedGaussianActor(**kwargs)
+    normalizer = EmpiricalNormalizer(spec.OBS_DIM)
+    normalizer.update(torch.randn(4096, spec.OBS_DIM) * 3.0 + 1.0)
+    return actor, kwargs, normalizer
+
+
+@pytest.fixture(scope='module')
+def exported(trained_like, tmp_path_factory):
+    actor, _, normalizer = trained_like
+    path = tmp_path_factory.mktemp('export') / 'policy.onnx'
+    policy = DeployedPolicy(normalizer, actor).eval()
+    metadata = export_policy(policy, str(path), 'sac', 123, -4.5)
+    return policy, path, metadata
+
+
+def test_onnxruntime_matches_torch_on_1000_observations(exported):
+    policy, path, _ = exported
+    obs = (np.random.default_rng(0).normal(size=(1000, spec.OBS_DIM)) * 3.0).astype(np.float32)
+    with torch.no_grad():
+        expected = policy(torch.from_numpy(obs)).numpy()
+    session = ort.InferenceSession(str(path), providers=['CPUExecutionProvider'])
+    got = session.run(['actions'], {'obs': obs})[0]
+    assert got.shape == (1000, spec.ACTION_DIM)
+    assert np.abs(got - expected).max() < 1e-5
+    # the normaliser is inside the graph: a constant shift of obs changes the output
+    assert np.abs(session.run(['actions'], {'obs': obs + 5.0})[0] - got).max() > 1e-3
+
+
+def test_every_metadata_key_is_written_and_the_robot_accepts_the_file(exported):
+    _, path, metadata = exported
+    props = {p.key: json.loads(p.value) for p in onnx.load(str(path)).metadata_props}
+    assert set(METADATA_KEYS) <= set(props)
+    assert props['joint_names'] == list(spec.JOINT_NAMES)
+    assert props['provenance']['algorithm'] == 'sac' and props['provenance']['iterations'] == 123
+    policy = OnnxPolicy(str(path), warmup=2)  # raises on any contract or digest mismatch
+    assert policy.contract.provenance['weights_sha256'] == metadata['provenance']['weights_sha256']
+
+
+def test_export_is_deterministic(exported, tmp_path):
+    policy, path, _ = exported
+    again = tmp_path / 'again.onnx'
+    export_policy(policy, str(again), 'sac', 123, -4.5)
+    session_a = ort.InferenceSession(str(path), providers=['CPUExecutionProvider'])
+    session_b = ort.InferenceSession(str(again), providers=['CPUExecutionProvider'])
+    obs = np.random.default_rng(1).normal(size=(16, spec.OBS_DIM)).astype(np.float32)
+    np.testing.assert_array_equal(
+        session_a.run(None, {'obs': obs})[0], session_b.run(None, {'obs': obs})[0]
+    )
+    assert not [f for f in os.listdir(tmp_path) if f.startswith('.export-')]  # no temp left
+
+
+def test_cli_exports_a_checkpoint_and_check_policy_accepts_it(trained_like, tmp_path, capsys):
+    actor, kwargs, normalizer = trained_like
+    ckpt = tmp_path / 'ckpt.pt'
+    torch.save({'policy': policy_payload(actor, kwargs, normalizer, 'sac', 7, 1.5)}, ckpt)
+    out = tmp_path / 'cli.onnx'
+    assert cli.main(['export', str(ckpt), '-o', str(out)]) == 0
+    assert cli.main(['check-policy', str(out)]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report['ok'] and report['provenance']['iterations'] == 7
+    rebuilt, info = load_policy(str(ckpt))
+    assert info == {'algorithm': 'sac', 'iterations': 7, 'return': 1.5}
+    obs = torch.randn(5, spec.OBS_DIM)
+    torch.testing.assert_close(rebuilt(obs), DeployedPolicy(normalizer, actor).eval()(obs))
+
+
+def test_check_policy_names_the_mismatch(exported, tmp_path, capsys):
+    _, path, _ = exported
+    model = onnx.load(str(path))
+    for prop in model.metadata_props:
+        if prop.key == 'joint_names':
+            names = list(spec.JOINT_NAMES)
+            names[0], names[1] = names[1], names[0]
+            prop.value = json.dumps(names)
+    bad = tmp_path / 'swapped.onnx'
+    onnx.save(model, str(bad))
+    with pytest.raises(PolicyFileError, match='joint order'):
+        OnnxPolicy(str(bad))
+    assert check_policy.run(type('Args', (), {'policy': str(bad)})) == 1
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert not report['ok'] and 'joint order' in report['error']
+
+
+def test_export_refuses_a_checkpoint_without_a_policy(tmp_path):
+    ckpt = tmp_path / 'other.pt'
+    torch.save({'something': 1}, ckpt)
+    with pytest.raises(ValueError, match='not a policy checkpoint'):
+        load_policy(str(ckpt))
