@@ -1,0 +1,37 @@
+"""ROS 2 launch file of the deployment graph: sim_robot, policy_node, recorder, command_source.
+
+    ros2 launch loco_policy anymal.launch.py use_sim:=true backend:=mujoco record:=true
+
+The node list comes from loco_policy.launch_graph, which `loco-launch` uses too, so both start
+the same graph from the same config/*.yaml and arguments.
+"""
+
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from launch import LaunchDescription
+from loco_policy import launch_graph
+
+
+def _nodes(context):
+    args = {name: LaunchConfiguration(name).perform(context) for name in launch_graph.ARGUMENTS}
+    return [
+        Node(
+            package=launch_graph.PACKAGE,
+            executable=node.name,
+            name=node.name,
+            parameters=[node.params_file, node.overrides],
+            output='screen',
+            emulate_tty=True,
+        )
+        for node in launch_graph.node_graph(args)
+    ]
+
+
+def generate_launch_description():
+    arguments = [
+        DeclareLaunchArgument(name, default_value=default, description=text)
+        for name, (default, text) in launch_graph.ARGUMENTS.items()
+    ]
+    return LaunchDescription([*arguments, OpaqueFunction(function=_nodes)])

@@ -1,0 +1,109 @@
+"""The deployment node graph (ROS-free), shared by launch/anymal.launch.py and `loco-launch`.
+
+Arguments (``name:=value``), all strings as on a ``ros2 launch`` command line:
+
+    use_sim     true | false   start sim_robot (the simulated robot) — default true
+    backend     mujoco | warp  sim_robot's simulator — default mujoco
+    policy      PATH | '' | shipped   policy file; '' runs without one (WALK refused)
+    record      true | false   start the recorder — default false
+    bag         PATH           recorder output root ('' = bags/anymal_<date>_<time>)
+    command     '' | demo | SCHEDULE   start command_source with that /cmd_vel schedule
+    stats_file  PATH           policy_node writes its run summary JSON there at shutdown
+"""
+
+from dataclasses import dataclass, field
+import os
+import sys
+
+from loco_policy import command_schedule
+
+PACKAGE = 'loco_policy'
+
+ARGUMENTS = {
+    'use_sim': ('true', 'start sim_robot, the simulated ANYmal'),
+    'backend': ('mujoco', "sim_robot's simulator: mujoco or warp"),
+    'policy': ('shipped', "policy file path; '' for none; shipped = the package's file"),
+    'record': ('false', 'start the recorder (rosbag2 MCAP)'),
+    'bag': ('', "recorder output root ('' = bags/anymal_<date>_<time>)"),
+    'command': ('', "'' none, demo, or a schedule 'name:seconds:vx,vy,wz;...'"),
+    'stats_file': ('', 'policy_node run summary JSON path (written at shutdown)'),
+}
+"""name -> (default, description) of every launch argument."""
+
+TRUE, FALSE = ('true', '1', 'yes', 'on'), ('false', '0', 'no', 'off')
+
+
+@dataclass
+class NodeSpec:
+    """One node of the graph: executable, parameter file and parameter overrides."""
+
+    name: str
+    """Node name and console-script executable."""
+    params_file: str
+    """config/<name>.yaml in `node: ros__parameters:` form."""
+    overrides: dict = field(default_factory=dict)
+    """Parameters set on top of the file (launch arguments)."""
+
+    @property
+    def module(self):
+        """Python module of the node (python -m)."""
+        return f'{PACKAGE}.nodes.{self.name}'
+
+
+def config_dir():
+    """The config/ directory: the source tree's, else the installed share/loco_policy/config."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for candidate in (
+        os.path.join(here, 'config'),
+        os.path.join(sys.prefix, 'share', PACKAGE, 'config'),
+    ):
+        if os.path.isfile(os.path.join(candidate, 'policy_node.yaml')):
+            return candidate
+    raise FileNotFoundError('loco_policy config/ not found in the source tree or share/')
+
+
+def parse_args(argv):
+    """Parse ['name:=value', ...] into a full argument dict; raise ValueError on unknown names."""
+    args = {name: default for name, (default, _) in ARGUMENTS.items()}
+    for item in argv:
+        name, sep, value = item.partition(':=')
+        if not sep:
+            raise ValueError(f'argument {item!r} is not name:=value')
+        if name not in ARGUMENTS:
+            raise ValueError(f'unknown argument {name!r}; known: {", ".join(ARGUMENTS)}')
+        args[name] = value.strip('\'"') if value in ("''", '""') else value
+    return args
+
+
+def flag(args, name):
+    """Read a boolean argument; raise ValueError when it is neither true nor false."""
+    value = str(args[name]).lower()
+    if value not in TRUE + FALSE:
+        raise ValueError(f'argument {name}:={args[name]} must be true or false')
+    return value in TRUE
+
+
+def node_graph(args, config=None):
+    """Return the NodeSpecs the arguments select, in start order (robot first)."""
+    config = config or config_dir()
+    nodes = []
+
+    def add(name, **overrides):
+        nodes.append(NodeSpec(name, os.path.join(config, f'{name}.yaml'), overrides))
+
+    if args['backend'] not in ('mujoco', 'warp'):
+        raise ValueError(f'argument backend:={args["backend"]} must be mujoco or warp')
+    if flag(args, 'use_sim'):
+        add('sim_robot', backend=args['backend'])
+    policy = {} if args['policy'] == 'shipped' else {'policy': args['policy']}
+    if args['stats_file']:
+        policy['stats_file'] = args['stats_file']
+    add('policy_node', **policy)
+    if flag(args, 'record'):
+        add('recorder', **({'output': args['bag']} if args['bag'] else {}))
+    if args['command']:
+        schedule = command_schedule.DEMO if args['command'] == 'demo' else None
+        text = command_schedule.format_schedule(schedule) if schedule else args['command']
+        command_schedule.parse(text)  # fail here, not in the node, on a bad schedule
+        add('command_source', schedule=text)
+    return nodes

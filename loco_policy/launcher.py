@@ -1,0 +1,163 @@
+"""`loco-launch`: start the deployment node graph as separate processes, without ROS 2 launch.
+
+    loco-launch [name:=value ...]      (arguments of loco_policy.launch_graph, as `ros2 launch`)
+
+Starts the same nodes with the same config/*.yaml as launch/anymal.launch.py, prefixes each
+output line with ``[node]``, and on Ctrl-C or SIGTERM stops them all: SIGINT to each node's
+process group, then SIGTERM, then SIGKILL after a grace period, so no process outlives it. A node
+that exits with an error stops the whole graph and sets the exit code.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from loco_policy import launch_graph
+
+GRACE = 5.0
+"""Seconds a node has to exit after SIGINT (and again after SIGTERM)."""
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """In the child: get SIGTERM if the launcher dies (even by SIGKILL); Linux only."""
+    try:
+        ctypes.CDLL('libc.so.6', use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def command_line(node):
+    """The argv that starts one NodeSpec with its parameter file and overrides."""
+    argv = [sys.executable, '-m', node.module, '--ros-args', '--params-file', node.params_file]
+    for key, value in node.overrides.items():
+        argv += ['-p', f'{key}:={json.dumps(value)}']  # JSON strings are YAML strings
+    return argv
+
+
+class Launcher:
+    """Owns the node processes: start, prefix their output, stop them all."""
+
+    def __init__(self, nodes, out=sys.stdout):
+        """Remember the NodeSpecs to start and where to print."""
+        self.nodes = nodes
+        self.out = out
+        self.procs = {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    def say(self, name, line):
+        """Print one prefixed line."""
+        with self.lock:
+            self.out.write(f'[{name}] {line}\n')
+            self.out.flush()
+
+    def start(self):
+        """Start every node in its own process group, then the output pumps."""
+        env = dict(os.environ, PYTHONUNBUFFERED='1')
+        for node in self.nodes:
+            self.procs[node.name] = subprocess.Popen(
+                command_line(node),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+                preexec_fn=_die_with_parent,
+            )
+            self.say('loco-launch', f'started {node.name} (pid {self.procs[node.name].pid})')
+        for name, proc in self.procs.items():
+            threading.Thread(target=self._pump, args=(name, proc), daemon=True).start()
+
+    def _pump(self, name, proc):
+        """Copy a node's output lines, prefixed with its name."""
+        for raw in proc.stdout:
+            self.say(name, raw.decode(errors='replace').rstrip())
+
+    def wait(self, duration=None):
+        """Run until stop is requested, a node fails, or duration (s) passes; return exit code."""
+        deadline = None if duration is None else time.monotonic() + duration
+        while not self.stopping.is_set():
+            for name, proc in self.procs.items():
+                if proc.poll() is not None and proc.returncode != 0:
+                    self.say('loco-launch', f'{name} exited with code {proc.returncode}')
+                    return proc.returncode
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            self.stopping.wait(0.1)
+        return 0
+
+    def _signal_all(self, sig):
+        """Send sig to the process group of every node still running."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+
+    def stop(self):
+        """SIGINT every node, then SIGTERM, then SIGKILL, each after GRACE seconds."""
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            self._signal_all(sig)
+            deadline = time.monotonic() + GRACE
+            while time.monotonic() < deadline and any(
+                p.poll() is None for p in self.procs.values()
+            ):
+                time.sleep(0.05)
+            if all(p.poll() is not None for p in self.procs.values()):
+                break
+            self.say('loco-launch', f'nodes still running after {sig.name}; escalating')
+        for proc in self.procs.values():
+            proc.wait()
+        # the nodes' groups may hold stragglers (children of nodes): end them too
+        self._signal_groups(signal.SIGKILL)
+        codes = {name: p.returncode for name, p in self.procs.items()}
+        self.say('loco-launch', f'stopped: exit codes {codes}')
+
+    def _signal_groups(self, sig):
+        """Send sig to every node's process group regardless of the leader's state."""
+        for proc in self.procs.values():
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def main(argv=None):
+    """Parse name:=value arguments, start the graph, stop it on Ctrl-C or SIGTERM."""
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ('-h', '--help') for a in argv):
+        print(__doc__)
+        for name, (default, text) in launch_graph.ARGUMENTS.items():
+            print(f'  {name}:={default!r:12} {text}')
+        return 0
+    duration = None
+    if argv and argv[0].startswith('--duration='):
+        duration, argv = float(argv[0].split('=', 1)[1]), argv[1:]
+    try:
+        nodes = launch_graph.node_graph(launch_graph.parse_args(argv))
+    except (ValueError, FileNotFoundError) as error:
+        print(f'loco-launch: {error}', file=sys.stderr)
+        return 2
+    launcher = Launcher(nodes)
+
+    def request_stop(signum, frame):
+        launcher.stopping.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    launcher.start()
+    code = launcher.wait(duration)
+    launcher.stop()
+    return code
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""policy_node: the 50 Hz ONNX policy loop behind the safety state machine (thin rclpy node).
+
+Subscribes /joint_states, /imu, /odom, /cmd_vel; publishes /joint_command (see
+loco_policy.joint_command), /replay/transitions (see loco_policy.transition), /diagnostics and
+/policy/status (transient local). Services ~/start, ~/stop, ~/estop, ~/reset (std_srvs/Trigger).
+The logic lives in loco_policy.controller.
+"""
+
+import json
+import os
+import sys
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+import rclpy
+from rclpy._rclpy_pybind11 import RCLError
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float32MultiArray, MultiArrayDimension, String
+from std_srvs.srv import Trigger
+
+from loco_policy import joint_command, spec, transition
+from loco_policy.controller import Controller, ControllerConfig
+from loco_policy.loop_stats import LoopStats
+from loco_policy.policy_file import OnnxPolicy, PolicyFileError
+
+SHIPPED_POLICY = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'policies', 'anymal_c_walk.onnx'
+)
+"""The policy file shipped with the package (absent until a trained policy is committed)."""
+
+
+def load_policy(path):
+    """Return (OnnxPolicy or None, reason it is None) for the policy parameter."""
+    if not path:
+        return None, "no policy file given (policy:=''): PASSIVE and STAND only, WALK refused"
+    if path == SHIPPED_POLICY and not os.path.isfile(path):
+        return None, f'no trained policy is shipped yet ({path} is absent): WALK refused'
+    try:
+        return OnnxPolicy(path), ''
+    except PolicyFileError as error:
+        return None, str(error)
+
+
+class PolicyNode(Node):
+    """Wires topics, services and the control timer to a Controller."""
+
+    def __init__(self):
+        """Declare parameters, load the policy and create the ROS interfaces."""
+        super().__init__('policy_node')
+        defaults = ControllerConfig()
+        self.declare_parameter('policy', SHIPPED_POLICY)
+        for name in ('stale_periods', 'stand_duration', 'damping_kd', 'max_roll', 'max_pitch'):
+            self.declare_parameter(name, float(getattr(defaults, name)))
+        self.declare_parameter('max_target_step', defaults.max_target_step)
+        self.declare_parameter('action_clip', defaults.action_clip)
+        self.declare_parameter('transition_batch', 10)  # rows per /replay/transitions message
+        self.declare_parameter('diagnostics_period', 1.0)  # s
+        self.declare_parameter('stats_file', '')  # run summary JSON written at shutdown
+        names = [*vars(defaults), 'policy', 'transition_batch', 'diagnostics_period', 'stats_file']
+        p = {n: self.get_parameter(n).value for n in names if self.has_parameter(n)}
+        config = ControllerConfig(
+            **{k: float(p[k]) for k in vars(defaults) if k in p and k != 'control_dt'}
+        )
+        policy, reason = load_policy(p['policy'])
+        if policy is None:
+            self.get_logger().warn(f'policy: {reason}')
+        else:
+            self.get_logger().info(f'policy loaded: {json.dumps(policy.describe())}')
+        self.controller = Controller(config, policy, reason)
+        self.stats = LoopStats(spec.CONTROL_DT)
+        self.stats_file = p['stats_file']
+        self.batch, self.batch_size = [], max(1, int(p['transition_batch']))
+        self.state_received = None  # perf_counter time (s) of the last /joint_states
+        self.transitions_published = 0
+        self._create_interfaces(float(p['diagnostics_period']))
+        self._last_status = None
+        self.publish_status(force=True)
+
+    def _create_interfaces(self, diagnostics_period):
+        """Create the subscriptions, publishers, services and timers."""
+        sensor = qos_profile_sensor_data
+        self.create_subscription(JointState, '/joint_states', self.on_joint_states, sensor)
+        self.create_subscription(Imu, '/imu', self.on_imu, sensor)
+        self.create_subscription(Odometry, '/odom', self.on_odom, sensor)
+        self.create_subscription(Twist, '/cmd_vel', self.on_cmd_vel, 10)
+        self.command_pub = self.create_publisher(JointState, '/joint_command', 10)
+        reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self.replay_pub = self.create_publisher(Float32MultiArray, '/replay/transitions', reliable)
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.status_pub = self.create_publisher(String, '/policy/status', latched)
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        for name in ('start', 'stop', 'estop', 'reset'):
+            self.create_service(Trigger, f'~/{name}', self._service(name))
+        self.create_timer(spec.CONTROL_DT, self.on_tick)
+        self.create_timer(diagnostics_period, self.publish_diagnostics)
+
+    # ---- callbacks (short: validation and logic live in the controller) -----------------
+
+    def on_joint_states(self, msg):
+        """Feed a /joint_states message to the controller."""
+        self.state_received = time.perf_counter()
+        error = self.controller.on_joint_state(
+            msg.name, msg.position, msg.velocity, msg.effort, time.monotonic()
+        )
+        self._log_rejection(error)
+
+    def on_imu(self, msg):
+        """Feed an /imu message to the controller."""
+        o, w = msg.orientation, msg.angular_velocity
+        error = self.controller.on_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z), time.monotonic())
+        self._log_rejection(error)
+
+    def on_odom(self, msg):
+        """Feed an /odom message (twist in the base frame) to the controller."""
+        v = msg.twist.twist.linear
+        self._log_rejection(self.controller.on_odom((v.x, v.y, v.z), time.monotonic()))
+
+    def on_cmd_vel(self, msg):
+        """Feed a /cmd_vel command to the controller (clipped to the command ranges)."""
+        message = self.controller.on_cmd_vel(
+            msg.linear.x, msg.linear.y, msg.angular.z, time.monotonic()
+        )
+        if message:
+            self.get_logger().warn(message, throttle_duration_sec=1.0)
+
+    def _log_rejection(self, error):
+        """Log a rejected input (throttled) and refresh the status."""
+        if error:
+            self.get_logger().error(error, throttle_duration_sec=1.0)
+            self.publish_status()
+
+    def _service(self, name):
+        """Return the Trigger callback of one state-machine request."""
+
+        def handle(request, response):
+            response.success, response.message = self.controller.request(name, time.monotonic())
+            log = self.get_logger().info if response.success else self.get_logger().warn
+            log(f'{name}: {response.message}')
+            self.publish_status(force=True)
+            return response
+
+        return handle
+
+    def on_tick(self):
+        """One control period: step the controller, publish command and transitions."""
+        start = time.perf_counter()
+        self.stats.tick(time.monotonic())
+        tick = self.controller.step(time.monotonic())
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = tick.command.mode
+        msg.name, msg.position, msg.velocity, msg.effort = joint_command.pack(tick.command)
+        self.command_pub.publish(msg)
+        done = time.perf_counter()
+        self.stats.add('compute', done - start)
+        if self.state_received is not None:
+            self.stats.add('state_age', done - self.state_received)
+        if tick.inference_s:
+            self.stats.add('inference', tick.inference_s)
+        for level, text in tick.events:
+            getattr(self.get_logger(), level)(text)
+        if tick.events:
+            self.publish_status(force=True)
+        if tick.row is not None:
+            self.batch.append(tick.row)
+            if len(self.batch) >= self.batch_size:
+                self.publish_transitions()
+
+    def publish_transitions(self):
+        """Publish the batched transition rows on /replay/transitions."""
+        dims, data = transition.pack_rows(self.batch)
+        msg = Float32MultiArray()
+        msg.layout.dim = [MultiArrayDimension(label=a, size=b, stride=c) for a, b, c in dims]
+        msg.data = data.tolist()
+        self.replay_pub.publish(msg)
+        self.transitions_published += len(self.batch)
+        self.batch = []
+
+    def publish_status(self, force=False):
+        """Publish /policy/status when it changed (or when forced)."""
+        status = self.controller.status(time.monotonic())
+        key = (status['mode'], status['fault'], status['last_rejection'])
+        if force or key != self._last_status:
+            self._last_status = key
+            self.status_pub.publish(String(data=json.dumps(status)))
+
+    def publish_diagnostics(self):
+        """Publish loop rate, jitter, inference time, input staleness and state on /diagnostics."""
+        status = self.controller.status(time.monotonic())
+        figures = self.stats.summary(recent=True)
+        figures['transitions_published'] = self.transitions_published
+        level = DiagnosticStatus.ERROR if status['mode'] == 'DAMP' else DiagnosticStatus.OK
+        values = [KeyValue(key=k, value=f'{v:.4g}' if isinstance(v, float) else str(v))
+                  for k, v in figures.items()]  # fmt: skip
+        values += [KeyValue(key=f'age_ms {k}', value=str(v))
+                   for k, v in status['input_age_ms'].items()]  # fmt: skip
+        values.append(KeyValue(key='mode', value=status['mode']))
+        message = status['mode'] + (f': {status["fault"]}' if status['fault'] else '')
+        diag = DiagnosticArray()
+        diag.header.stamp = self.get_clock().now().to_msg()
+        diag.status = [
+            DiagnosticStatus(
+                level=level, name='policy_node: control loop', message=message, values=values
+            )
+        ]
+        self.diag_pub.publish(diag)
+        self.publish_status(force=True)
+
+    def run_summary(self):
+        """The whole run's figures and mode transitions (for the stats file)."""
+        summary = self.stats.summary(recent=False)
+        summary['transitions_published'] = self.transitions_published
+        summary['mode'] = self.controller.fsm.mode.value
+        summary['mode_history'] = [
+            {'t': h.time, 'from': h.source.value, 'to': h.target.value, 'reason': h.reason}
+            for h in self.controller.fsm.history
+        ]
+        summary['policy'] = self.controller.status(time.monotonic())['policy']
+        return summary
+
+    def write_stats(self):
+        """Write the run summary JSON to the stats_file parameter's path, if set."""
+        if self.stats_file:
+            with open(self.stats_file + '.tmp', 'w') as handle:
+                json.dump(self.run_summary(), handle)
+            os.replace(self.stats_file + '.tmp', self.stats_file)
+
+
+def main(args=None):
+    """Run policy_node until Ctrl-C or SIGTERM."""
+    rclpy.init(args=args)
+    node = PolicyNode()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except RCLError:
+        if rclpy.ok():  # a publish racing the shutdown is fine; anything else is not
+            raise
+    finally:
+        node.write_stats()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""sim_robot: the simulated ANYmal speaking the robot's topics in real time (thin rclpy node).
+
+Consumes /joint_command (loco_policy.joint_command contract), applies the PD actuator at every
+physics step of the chosen backend (sim_backends: mujoco or warp) and publishes /joint_states,
+/imu and /odom at publish_rate. Before the first command the robot holds the default pose (as on
+its hoist); without commands for command_timeout it only damps. Service ~/reset (Trigger).
+"""
+
+from collections import deque
+import sys
+import time
+
+from nav_msgs.msg import Odometry
+import rclpy
+from rclpy._rclpy_pybind11 import RCLError
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import Imu, JointState
+from std_srvs.srv import Trigger
+
+from loco_policy import joint_command, spec
+from loco_policy.sim_backends import make_backend, Perturbation, SimBackendError
+
+MAX_CATCH_UP_STEPS = 20
+"""Most physics steps per publish tick; beyond that the simulation drops behind real time."""
+
+
+class SimRobot(Node):
+    """Steps a backend in real time and publishes its sensors."""
+
+    def __init__(self):
+        """Declare parameters, build the backend, create the ROS interfaces."""
+        super().__init__('sim_robot')
+        self.declare_parameter('backend', 'mujoco')
+        self.declare_parameter('publish_rate', 200.0)  # Hz
+        self.declare_parameter('payload', 0.0)  # kg on the base
+        self.declare_parameter('friction', -1.0)  # sliding coefficient, < 0: description's
+        self.declare_parameter('gain_scale', 1.0)  # multiplier on commanded kp, kd
+        self.declare_parameter('latency', 0.0)  # s, command arrival -> use
+        self.declare_parameter('command_timeout', 0.5)  # s without commands -> damping only
+        self.declare_parameter('publishing', True)  # false: sensors silent (watchdog tests)
+        get = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.perturbation = Perturbation(
+            float(get('payload')), float(get('friction')), float(get('gain_scale')),
+            float(get('latency')),
+        )  # fmt: skip
+        self.backend = make_backend(get('backend'), self.perturbation)
+        self.command_timeout = float(get('command_timeout'))
+        self.publishing = bool(get('publishing'))
+        self.add_on_set_parameters_callback(self._on_parameters)
+        self.pending = deque()  # (due monotonic time s, JointCommand)
+        self.command, self.command_time = None, None
+        self.rejected = 0
+        self.joint_pub = self.create_publisher(JointState, '/joint_states', 10)
+        self.imu_pub = self.create_publisher(Imu, '/imu', 10)
+        self.odom_pub = self.create_publisher(Odometry, '/odom', 10)
+        self.create_subscription(JointState, '/joint_command', self.on_command, 10)
+        self.create_service(Trigger, '~/reset', self.on_reset)
+        self.start_wall, self.steps = time.monotonic(), 0
+        self.create_timer(1.0 / float(get('publish_rate')), self.on_tick)
+        self.get_logger().info(
+            f'sim_robot: backend {get("backend")}, physics dt {self.backend.dt} s, '
+            f'publishing at {get("publish_rate")} Hz, {self.perturbation}'
+        )
+
+    def _on_parameters(self, parameters):
+        """Allow switching `publishing` at run time (the watchdog test silences the robot)."""
+        from rcl_interfaces.msg import SetParametersResult
+
+        for parameter in parameters:
+            if parameter.name == 'publishing':
+                self.publishing = bool(parameter.value)
+        return SetParametersResult(successful=True)
+
+    def on_command(self, msg):
+        """Queue a validated /joint_command for use after the configured latency."""
+        try:
+            command = joint_command.unpack(
+                msg.name, msg.position, msg.velocity, msg.effort, msg.header.frame_id
+            )
+        except ValueError as error:
+            self.rejected += 1
+            self.get_logger().error(str(error), throttle_duration_sec=1.0)
+            return
+        self.pending.append((time.monotonic() + self.perturbation.latency, command))
+
+    def on_reset(self, request, response):
+        """Put the robot back at the default pose, holding it until the next command."""
+        self.backend.reset()
+        self.pending.clear()
+        self.command = self.command_time = None
+        self.start_wall, self.steps = time.monotonic(), 0
+        response.success, response.message = True, 'robot reset to the default pose'
+        return response
+
+    def _active_command(self, now):
+        """The command in force at monotonic time now (None: hold the default pose)."""
+        while self.pending and self.pending[0][0] <= now:
+            _, self.command = self.pending.popleft()
+            self.command_time = now
+        if self.command is not None and now - self.command_time > self.command_timeout:
+            return joint_command.damping(self.command.position, spec.KD, 'TIMEOUT')
+        return self.command
+
+    def on_tick(self):
+        """Step physics up to the wall clock, then publish the sensors."""
+        now = time.monotonic()
+        due = int((now - self.start_wall) / self.backend.dt) - self.steps
+        if due > MAX_CATCH_UP_STEPS:  # fell behind: drop the backlog, stay real time
+            self.start_wall += (due - MAX_CATCH_UP_STEPS) * self.backend.dt
+            due = MAX_CATCH_UP_STEPS
+        command = self._active_command(now)
+        for _ in range(max(0, due)):
+            self.backend.step(command)
+            self.steps += 1
+        if self.publishing:
+            self.publish(self.backend.state())
+
+    def publish(self, state):
+        """Publish /joint_states, /imu and /odom for one RobotState."""
+        stamp = self.get_clock().now().to_msg()
+        joints = JointState()
+        joints.header.stamp = stamp
+        joints.name = list(spec.JOINT_NAMES)
+        joints.position, joints.velocity = state.q.tolist(), state.qd.tolist()
+        joints.effort = state.tau.tolist()
+        self.joint_pub.publish(joints)
+        w, x, y, z = state.base_quat.tolist()
+        imu = Imu()
+        imu.header.stamp, imu.header.frame_id = stamp, 'base'
+        imu.orientation.w, imu.orientation.x, imu.orientation.y, imu.orientation.z = w, x, y, z
+        av, la = state.base_ang_vel.tolist(), state.base_lin_acc.tolist()
+        imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = av
+        imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = la
+        self.imu_pub.publish(imu)
+        odom = Odometry()
+        odom.header.stamp, odom.header.frame_id, odom.child_frame_id = stamp, 'odom', 'base'
+        pose = odom.pose.pose
+        pose.position.x, pose.position.y, pose.position.z = state.base_pos.tolist()
+        pose.orientation.w, pose.orientation.x = w, x
+        pose.orientation.y, pose.orientation.z = y, z
+        twist = odom.twist.twist  # in child_frame_id (base): body frame
+        twist.linear.x, twist.linear.y, twist.linear.z = state.base_lin_vel.tolist()
+        twist.angular.x, twist.angular.y, twist.angular.z = av
+        self.odom_pub.publish(odom)
+
+
+def main(args=None):
+    """Run sim_robot until Ctrl-C or SIGTERM; exit 2 with the reason when the backend fails."""
+    rclpy.init(args=args)
+    try:
+        node = SimRobot()
+    except SimBackendError as error:
+        print(f'sim_robot: {error}', file=sys.stderr, flush=True)
+        rclpy.try_shutdown()
+        return 2
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except RCLError:
+        if rclpy.ok():  # a publish racing the shutdown is fine; anything else is not
+            raise
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
