@@ -1,0 +1,259 @@
+"""SHAC: first-order policy gradients through a differentiable environment over short windows.
+
+Xu et al., "Accelerated Policy Learning with Parallel Differentiable Simulation" (ICLR 2022),
+as used by Schwarke et al. for ANYmal. One window of H steps from states s_0 (N envs):
+
+    L_actor = -1/(H N) sum_n [ sum_{t<h_n} gamma^t r_t + gamma^{h_n} V_target(s_{h_n}) ]
+
+backpropagated through the simulator into the actor; a window is cut at an episode end
+(terminated: bootstrap 0; truncated: bootstrap from the pre-reset observation) and restarted.
+The critic V is then fitted to TD(lambda) targets of the same window over several minibatch
+passes, and the target critic follows it by a soft update. No I/O here.
+"""
+
+import copy
+from dataclasses import dataclass, field
+import math
+
+import torch
+from torch import nn
+
+from loco_train.normalizer import EmpiricalNormalizer
+from loco_train.sac.actor import SquashedGaussianActor
+from loco_train.sac.mlp import mlp
+
+
+@dataclass
+class SHACConfig:
+    """SHAC hyperparameters (defaults: Xu et al.'s locomotion settings, horizon 32)."""
+
+    horizon: int = 32
+    """H, control steps per window that the actor gradient flows through."""
+    gamma: float = 0.99
+    """Discount per control step."""
+    lam: float = 0.95
+    """lambda of the critic's TD(lambda) targets."""
+    actor_lr: float = 2e-3
+    """Adam learning rate of the actor at iteration 0."""
+    critic_lr: float = 2e-3
+    """Adam learning rate of the critic at iteration 0."""
+    lr_schedule: str = 'linear'
+    """'linear' (decay to min_lr_fraction of the start at the last iteration) or 'constant'."""
+    min_lr_fraction: float = 0.05
+    """Learning rates never fall below this fraction of their start."""
+    betas: tuple = (0.7, 0.95)
+    """Adam betas of both optimisers."""
+    grad_norm: float = 1.0
+    """Actor and critic gradient norms are clipped to this."""
+    critic_iterations: int = 16
+    """Passes over the window's data per critic fit."""
+    critic_minibatches: int = 4
+    """Minibatches per pass."""
+    target_alpha: float = 0.2
+    """Soft update: target <- alpha * target + (1 - alpha) * critic, once per window."""
+    actor_hidden: tuple = (256, 128, 64)
+    """Actor MLP hidden sizes."""
+    critic_hidden: tuple = (256, 128)
+    """Critic MLP hidden sizes."""
+    activation: str = 'elu'
+    """Activation of both MLPs."""
+    sigma0: float = 0.3
+    """Initial exploration standard deviation of the actor's latent Gaussian."""
+    normalize_obs: bool = True
+    """Keep a running observation normaliser (baked into the exported policy)."""
+    extra: dict = field(default_factory=dict)
+    """Free-form notes stored with checkpoints."""
+
+
+class Critic(nn.Module):
+    """V(s): an MLP with a scalar head."""
+
+    def __init__(self, obs_dim, hidden, activation):
+        """Build the MLP obs_dim -> hidden -> 1."""
+        super().__init__()
+        self.net = nn.Sequential(mlp(obs_dim, hidden, activation), nn.Linear(hidden[-1], 1))
+
+    def forward(self, obs):
+        """Return V (B,) for normalised observations (B, obs_dim)."""
+        return self.net(obs).squeeze(-1)
+
+
+class SHAC:
+    """Actor, critic, target critic, normaliser and their optimisers; one window per call."""
+
+    def __init__(self, obs_dim, action_bias, action_scale, config=None, device='cpu'):
+        """Build the networks for obs_dim inputs and the action box b +- c."""
+        self.cfg = config or SHACConfig()
+        self.device = torch.device(device)
+        self.actor_kwargs = dict(
+            obs_dim=obs_dim,
+            action_bias=[float(v) for v in action_bias],
+            action_scale=[float(v) for v in action_scale],
+            hidden=tuple(self.cfg.actor_hidden),
+            activation=self.cfg.activation,
+            sigma0=self.cfg.sigma0,
+            mean_init_std=1e-2,
+        )
+        self.actor = SquashedGaussianActor(**self.actor_kwargs).to(self.device)
+        self.critic = Critic(obs_dim, self.cfg.critic_hidden, self.cfg.activation).to(self.device)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.normalizer = EmpiricalNormalizer(obs_dim).to(self.device)
+        betas = tuple(self.cfg.betas)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), self.cfg.actor_lr, betas=betas)
+        self.critic_opt = torch.optim.Adam(
+            self.critic.parameters(), self.cfg.critic_lr, betas=betas
+        )
+        self.iterations = 0
+
+    def normalize(self, obs):
+        """Normalised observation, differentiable in obs."""
+        return self.normalizer(obs) if self.cfg.normalize_obs else obs
+
+    def set_progress(self, fraction):
+        """Apply the learning-rate schedule at training progress fraction in [0, 1]."""
+        if self.cfg.lr_schedule == 'constant':
+            return
+        scale = max(self.cfg.min_lr_fraction, 1.0 - fraction)
+        for opt, lr in (
+            (self.actor_opt, self.cfg.actor_lr),
+            (self.critic_opt, self.cfg.critic_lr),
+        ):
+            for group in opt.param_groups:
+                group['lr'] = lr * scale
+
+    def train_window(self, env, obs):
+        """Roll H steps from obs (N, obs_dim) through env, update actor and critic.
+
+        env follows loco_train.vec_env.VecEnv with differentiable step() and a detach() that
+        cuts the gradient history of its state. Returns (next obs, metrics, episode infos).
+        """
+        cfg, n = self.cfg, obs.shape[0]
+        env.detach()  # gradients never cross a window boundary
+        obs = obs.detach()
+        gamma_t = torch.ones(n, device=self.device)  # gamma^t since the window or episode start
+        acc = torch.zeros(n, device=self.device)  # discounted reward sum of the open segment
+        loss = torch.zeros((), device=self.device)
+        obs_buf, rew_buf, term_buf, trunc_buf, next_buf = [], [], [], [], []
+        for _ in range(cfg.horizon):
+            if cfg.normalize_obs:
+                self.normalizer.update(obs.detach())
+            action, _ = self.actor.sample(self.normalize(obs))
+            next_obs, reward, terminated, truncated, extras = env.step(action)
+            final_obs = extras.get('final_obs', next_obs)
+            acc = acc + gamma_t * reward
+            gamma_t = gamma_t * cfg.gamma
+            done = terminated | truncated
+            if bool(done.any()):
+                # segment ends: terminated bootstraps 0, truncated from the pre-reset state
+                v_final = self.target_critic(self.normalize(final_obs))
+                bootstrap = torch.where(truncated, v_final, torch.zeros_like(v_final))
+                loss = loss - torch.sum(torch.where(done, acc + gamma_t * bootstrap, 0.0))
+                acc = torch.where(done, torch.zeros_like(acc), acc)
+                gamma_t = torch.where(done, torch.ones_like(gamma_t), gamma_t)
+            obs_buf.append(obs.detach())
+            rew_buf.append(reward.detach())
+            term_buf.append(terminated.detach())
+            trunc_buf.append(truncated.detach())
+            next_buf.append(final_obs.detach())
+            obs = next_obs
+        loss = loss - torch.sum(acc + gamma_t * self.target_critic(self.normalize(obs)))
+        loss = loss / (cfg.horizon * n)
+
+        metrics = {'actor_loss': float(loss.detach()), 'skipped_window': 0.0}
+        self.actor_opt.zero_grad(set_to_none=True)
+        if torch.isfinite(loss):
+            loss.backward()
+            grad_norm = nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_norm)
+            metrics['actor_grad_norm'] = float(grad_norm)
+            if torch.isfinite(grad_norm):
+                self.actor_opt.step()
+            else:
+                metrics['skipped_window'] = 1.0
+        else:
+            metrics['skipped_window'] = 1.0
+        self.actor_opt.zero_grad(set_to_none=True)
+
+        batch = {
+            'obs': torch.stack(obs_buf),  # (H, N, obs_dim)
+            'reward': torch.stack(rew_buf),  # (H, N)
+            'terminated': torch.stack(term_buf),  # (H, N)
+            'truncated': torch.stack(trunc_buf),  # (H, N)
+            'next_obs': torch.stack(next_buf),  # (H, N, obs_dim) pre-reset where done
+            'last_obs': obs.detach(),  # (N, obs_dim) s_H
+        }
+        metrics.update(self.fit_critic(batch))
+        self.soft_update()
+        self.iterations += 1
+        metrics['window_reward_mean'] = float(batch['reward'].mean())
+        return obs.detach(), metrics, batch
+
+    @torch.no_grad()
+    def td_lambda_targets(self, batch):
+        """TD(lambda) targets G_t (H, N) from the window, bootstrapping with the target critic.
+
+        G_t = r_t + gamma [(1 - lambda) V(s_{t+1}) + lambda G_{t+1}], with G_t = r_t at a
+        termination, r_t + gamma V(s_final) at a truncation, r_t + gamma V(s_H) at the window end.
+        """
+        cfg = self.cfg
+        horizon = batch['reward'].shape[0]
+        v_next = self.target_critic(self.normalize(batch['next_obs']))  # (H, N)
+        v_next = torch.where(batch['terminated'], torch.zeros_like(v_next), v_next)
+        done = batch['terminated'] | batch['truncated']
+        targets = torch.zeros_like(batch['reward'])
+        g_next = v_next[-1]
+        for t in reversed(range(horizon)):
+            blend = v_next[t] if t == horizon - 1 else (1 - cfg.lam) * v_next[t] + cfg.lam * g_next
+            blend = torch.where(done[t], v_next[t], blend)  # no lookahead across an episode end
+            targets[t] = batch['reward'][t] + cfg.gamma * blend
+            g_next = targets[t]
+        return targets
+
+    def fit_critic(self, batch):
+        """Regress V(s_t) on TD(lambda) targets over minibatch passes; return loss metrics."""
+        cfg = self.cfg
+        targets = self.td_lambda_targets(batch).reshape(-1)
+        obs = self.normalize(batch['obs'].reshape(-1, batch['obs'].shape[-1])).detach()
+        finite = torch.isfinite(targets) & torch.all(torch.isfinite(obs), dim=1)
+        obs, targets = obs[finite], targets[finite]
+        size = max(1, math.ceil(obs.shape[0] / cfg.critic_minibatches))
+        last = float('nan')
+        for _ in range(cfg.critic_iterations):
+            order = torch.randperm(obs.shape[0], device=self.device)
+            for start in range(0, obs.shape[0], size):
+                idx = order[start : start + size]
+                value_loss = torch.mean((self.critic(obs[idx]) - targets[idx]) ** 2)
+                self.critic_opt.zero_grad(set_to_none=True)
+                value_loss.backward()
+                nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.grad_norm)
+                self.critic_opt.step()
+                last = float(value_loss.detach())
+        return {'critic_loss': last, 'value_target_mean': float(targets.mean())}
+
+    @torch.no_grad()
+    def soft_update(self):
+        """Target <- alpha target + (1 - alpha) critic."""
+        alpha = self.cfg.target_alpha
+        for target, source in zip(self.target_critic.parameters(), self.critic.parameters()):
+            target.mul_(alpha).add_((1.0 - alpha) * source)
+
+    def state_dict(self):
+        """Everything needed to resume: networks, normaliser, optimisers, iteration count."""
+        return {
+            'actor': self.actor.state_dict(),
+            'critic': self.critic.state_dict(),
+            'target_critic': self.target_critic.state_dict(),
+            'normalizer': self.normalizer.state_dict(),
+            'actor_opt': self.actor_opt.state_dict(),
+            'critic_opt': self.critic_opt.state_dict(),
+            'iterations': self.iterations,
+        }
+
+    def load_state_dict(self, state):
+        """Restore from state_dict()."""
+        self.actor.load_state_dict(state['actor'])
+        self.critic.load_state_dict(state['critic'])
+        self.target_critic.load_state_dict(state['target_critic'])
+        self.normalizer.load_state_dict(state['normalizer'])
+        self.actor_opt.load_state_dict(state['actor_opt'])
+        self.critic_opt.load_state_dict(state['critic_opt'])
+        self.iterations = int(state['iterations'])

@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+import torch
+
+from loco_train.shac import SHAC, SHACConfig
+from test.helpers.toy_env import PointMassEnv
+
+
+def make(env, **overrides):
+    torch.manual_seed(0)
+    cfg = SHACConfig(horizon=16, actor_hidden=(32, 32), critic_hidden=(32, 32),
+                     critic_iterations=4, **overrides)  # fmt: skip
+    b = (env.action_high + env.action_low) / 2
+    c = (env.action_high - env.action_low) / 2
+    return SHAC(env.obs_dim, b, c, cfg)
+
+
+def test_shac_learns_the_differentiable_toy_task():
+    env = PointMassEnv(num_envs=32, seed=1)
+    shac = make(env)
+    obs = env.reset()
+    rewards = []
+    for _ in range(40):
+        obs, metrics, batch = shac.train_window(env, obs)
+        assert metrics['skipped_window'] == 0.0
+        rewards.append(metrics['window_reward_mean'])
+    assert np.mean(rewards[-5:]) > 0.3 * np.mean(rewards[:3])  # error cut by more than 70 %
+    assert np.mean(rewards[-5:]) > -0.15
+    assert batch['obs'].shape == (16, 32, 4)
+
+
+def test_td_lambda_targets_by_hand():
+    env = PointMassEnv(num_envs=1)
+    shac = make(env, gamma=0.5, lam=0.5)
+    # a critic with V(s) = 1 everywhere
+    for p in shac.target_critic.parameters():
+        torch.nn.init.zeros_(p)
+    last = list(shac.target_critic.parameters())[-1]
+    last.data.fill_(1.0)
+    shac.cfg.normalize_obs = False
+    # 4 steps: truncation after step 1, termination after step 3 (the window's last step)
+    batch = {
+        'reward': torch.tensor([[1.0], [2.0], [3.0], [4.0]]),
+        'terminated': torch.tensor([[False], [False], [False], [True]]),
+        'truncated': torch.tensor([[False], [True], [False], [False]]),
+        'next_obs': torch.zeros(4, 1, 4),
+    }
+    g = shac.td_lambda_targets(batch).squeeze(1).tolist()
+    g3 = 4.0  # terminated: no bootstrap
+    g2 = 3.0 + 0.5 * (0.5 * 1.0 + 0.5 * g3)  # 4.25
+    g1 = 2.0 + 0.5 * 1.0  # truncated: bootstrap V(final) = 1
+    g0 = 1.0 + 0.5 * (0.5 * 1.0 + 0.5 * g1)
+    assert g == pytest.approx([g0, g1, g2, g3])
+
+
+def test_a_nan_window_is_skipped_and_never_reaches_the_weights():
+    env = PointMassEnv(num_envs=8, nan_at_step=3)
+    shac = make(env)
+    before = [p.detach().clone() for p in shac.actor.parameters()]
+    obs, metrics, _ = shac.train_window(env, env.reset())
+    assert metrics['skipped_window'] == 1.0
+    for old, new in zip(before, shac.actor.parameters()):
+        assert torch.equal(old, new)
+    for p in shac.critic.parameters():
+        assert torch.all(torch.isfinite(p))
+    obs, metrics, _ = shac.train_window(env, obs)  # the next window trains again
+    assert metrics['skipped_window'] == 0.0
+
+
+def test_gradient_does_not_cross_windows():
+    env = PointMassEnv(num_envs=4)
+    shac = make(env)
+    obs, _, _ = shac.train_window(env, env.reset())
+    assert not obs.requires_grad
+    assert env.v.grad_fn is not None  # the env still holds the last window's graph ...
+    shac.train_window(env, obs)  # ... which train_window cuts (else: backward twice -> error)
+    assert shac.iterations == 2
+
+
+def test_state_dict_round_trip():
+    env = PointMassEnv(num_envs=4)
+    a, b = make(env), make(env)
+    a.train_window(env, env.reset())
+    b.load_state_dict(a.state_dict())
+    obs = torch.randn(5, 4)
+    torch.testing.assert_close(a.actor(a.normalize(obs)), b.actor(b.normalize(obs)))
+    assert b.iterations == 1
