@@ -56,9 +56,10 @@ def load_policy(checkpoint_path):
     """Rebuild DeployedPolicy and its provenance stub from a checkpoint holding POLICY_KEY."""
     import importlib
 
+    from loco_train.atomic_io import torch_load
     from loco_train.normalizer import EmpiricalNormalizer
 
-    checkpoint = torch.load(checkpoint_path, map_location='cpu', weights_only=False)
+    checkpoint = torch_load(checkpoint_path, map_location='cpu')  # tensors and containers only
     if POLICY_KEY not in checkpoint:
         raise ValueError(f'{checkpoint_path}: no {POLICY_KEY!r} entry; not a policy checkpoint')
     payload = checkpoint[POLICY_KEY]

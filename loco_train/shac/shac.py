@@ -134,12 +134,15 @@ class SHAC:
         acc = torch.zeros(n, device=self.device)  # discounted reward sum of the open segment
         loss = torch.zeros((), device=self.device)
         obs_buf, rew_buf, term_buf, trunc_buf, next_buf = [], [], [], [], []
+        logged = {}  # env's per-step scalars (e.g. each reward term), averaged over the window
         for _ in range(cfg.horizon):
             if cfg.normalize_obs:
                 self.normalizer.update(obs.detach())
             action, _ = self.actor.sample(self.normalize(obs))
             next_obs, reward, terminated, truncated, extras = env.step(action)
             final_obs = extras.get('final_obs', next_obs)
+            for key, value in extras.get('log', {}).items():
+                logged[key] = logged.get(key, 0.0) + float(value) / cfg.horizon
             acc = acc + gamma_t * reward
             gamma_t = gamma_t * cfg.gamma
             done = terminated | truncated
@@ -185,6 +188,7 @@ class SHAC:
         self.soft_update()
         self.iterations += 1
         metrics['window_reward_mean'] = float(batch['reward'].mean())
+        metrics.update(logged)
         return obs.detach(), metrics, batch
 
     @torch.no_grad()

@@ -1,0 +1,252 @@
+"""`loco-train shac`: the SHAC training loop, progress bar, TensorBoard, checkpoints, resume.
+
+The runner owns every side effect; loco_train.shac only computes. Checkpoints hold the whole
+algorithm state plus the exporter's policy entry, written atomically every K iterations and at
+the end, so `loco-train export RUN/checkpoint.pt -o policy.onnx` works on any of them.
+"""
+
+from collections import deque
+from dataclasses import asdict, dataclass, field
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from loco_train.atomic_io import atomic_torch_save, torch_load
+from loco_train.export import policy_payload
+from loco_train.sac.actor import bounds_from_box
+from loco_train.shac import SHAC, SHACConfig
+
+
+@dataclass
+class ShacRunConfig:
+    """What the SHAC training loop does around the windows."""
+
+    env: str = 'anymal'
+    """Environment name for loco_train.vec_env.make_env; SHAC needs a differentiable one."""
+    num_envs: int = 64
+    """N, environments rolled out together."""
+    iterations: int = 500
+    """Windows (actor updates) in total."""
+    seed: int = 0
+    """Seed of torch, numpy and the environment."""
+    device: str = 'cpu'
+    """Torch device."""
+    log_dir: str = ''
+    """Run directory for TensorBoard and checkpoints; '' picks logs/shac/<env>-<time>."""
+    checkpoint_interval: int = 50
+    """Iterations between checkpoints (0: only the final one)."""
+    return_window: int = 100
+    """Completed episodes averaged into the reported return and length."""
+    progress: bool = True
+    """Show a tqdm progress bar on stderr."""
+    shac: SHACConfig = field(default_factory=SHACConfig)
+    """The algorithm's hyperparameters."""
+
+
+class ShacRunner:
+    """Run SHAC windows on a differentiable VecEnv; log, checkpoint and resume."""
+
+    def __init__(self, env, config):
+        """Build SHAC for the env's observation size and action box."""
+        self.env, self.cfg = env, config
+        b, c = bounds_from_box(env.action_low, env.action_high)
+        self.shac = SHAC(env.obs_dim, b, c, config.shac, config.device)
+        self.run_dir = config.log_dir or os.path.join(
+            'logs', 'shac', config.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S')
+        )
+        self.returns = deque(maxlen=config.return_window)
+        self.lengths = deque(maxlen=config.return_window)
+        self.env_steps = 0
+        self.skipped = 0
+        self.writer = None
+
+    @property
+    def checkpoint_path(self):
+        """Where save() writes."""
+        return os.path.join(self.run_dir, 'checkpoint.pt')
+
+    def mean_return(self):
+        """Average return of the last completed episodes (nan before the first)."""
+        return float(np.mean(self.returns)) if self.returns else float('nan')
+
+    def save(self):
+        """Write algorithm state, runner counters and the exportable policy atomically."""
+        state = {
+            'shac': self.shac.state_dict(),
+            'runner': asdict(self.cfg),
+            'env_steps': self.env_steps,
+            'skipped': self.skipped,
+            'returns': list(self.returns),
+            'lengths': list(self.lengths),
+            'policy': policy_payload(
+                self.shac.actor,
+                self.shac.actor_kwargs,
+                self.shac.normalizer,
+                'shac',
+                self.shac.iterations,
+                0.0 if math.isnan(self.mean_return()) else self.mean_return(),
+            ),
+        }
+        atomic_torch_save(state, self.checkpoint_path)
+        return self.checkpoint_path
+
+    def load(self, path):
+        """Resume from a checkpoint written by save()."""
+        state = torch_load(path, map_location=self.cfg.device)
+        self.shac.load_state_dict(state['shac'])
+        self.env_steps, self.skipped = int(state['env_steps']), int(state['skipped'])
+        self.returns.extend(state['returns'])
+        self.lengths.extend(state['lengths'])
+
+    def learn(self):
+        """Train until cfg.iterations windows; return the summary."""
+        from torch.utils.tensorboard import SummaryWriter  # slow import, only when training
+
+        cfg, env = self.cfg, self.env
+        self.writer = SummaryWriter(self.run_dir)
+        obs = env.reset(seed=cfg.seed + self.shac.iterations)
+        running = torch.zeros(env.num_envs)
+        length = torch.zeros(env.num_envs)
+        bar = tqdm(
+            total=cfg.iterations, initial=self.shac.iterations, unit='it', disable=not cfg.progress
+        )
+        while self.shac.iterations < cfg.iterations:
+            start = time.time()
+            self.shac.set_progress(self.shac.iterations / max(1, cfg.iterations))
+            obs, metrics, batch = self.shac.train_window(env, obs)
+            for t in range(batch['reward'].shape[0]):
+                running += batch['reward'][t].cpu()
+                length += 1
+                done = (batch['terminated'][t] | batch['truncated'][t]).cpu()
+                if bool(done.any()):
+                    self.returns.extend(running[done].tolist())
+                    self.lengths.extend(length[done].tolist())
+                    running[done], length[done] = 0.0, 0.0
+            self.env_steps += batch['reward'].numel()
+            self.skipped += int(metrics['skipped_window'])
+            if metrics['skipped_window']:
+                tqdm.write(
+                    f'iteration {self.shac.iterations}: non-finite actor loss or gradient,'
+                    ' window skipped (weights unchanged)'
+                )
+            seconds = time.time() - start
+            self._log(metrics, seconds)
+            bar.set_postfix(
+                ret=f'{self.mean_return():.2f}',
+                len=f'{np.mean(self.lengths) if self.lengths else 0:.0f}',
+                s_it=f'{seconds:.2f}',
+            )
+            bar.update(1)
+            if cfg.checkpoint_interval and self.shac.iterations % cfg.checkpoint_interval == 0:
+                self.save()
+        bar.close()
+        self.save()
+        self.writer.close()
+        return self.summary()
+
+    def _log(self, metrics, seconds):
+        """Write one iteration's scalars to TensorBoard."""
+        step = self.shac.iterations
+        for key, value in metrics.items():
+            group = key if '/' in key else f'shac/{key}'
+            self.writer.add_scalar(group, value, step)
+        if self.returns:
+            self.writer.add_scalar('train/episode_return', self.mean_return(), step)
+            self.writer.add_scalar('train/episode_length', np.mean(self.lengths), step)
+        self.writer.add_scalar('perf/iteration_s', seconds, step)
+        self.writer.add_scalar('perf/env_steps', self.env_steps, step)
+
+    def summary(self):
+        """The run's result as a JSON-ready dict."""
+        return {
+            'algorithm': 'shac',
+            'env': self.cfg.env,
+            'iterations': self.shac.iterations,
+            'env_steps': self.env_steps,
+            'final_return': None if math.isnan(self.mean_return()) else self.mean_return(),
+            'mean_episode_length': float(np.mean(self.lengths)) if self.lengths else None,
+            'skipped_windows': self.skipped,
+            'checkpoint': self.checkpoint_path,
+        }
+
+
+OPTIONS = {
+    # flag: (config attribute path, help)
+    'env': ('env', 'differentiable environment (default %(default)s)'),
+    'num_envs': ('num_envs', 'environments rolled out together (default %(default)s)'),
+    'iterations': ('iterations', 'SHAC windows in total (default %(default)s)'),
+    'seed': ('seed', 'seed (default %(default)s)'),
+    'device': ('device', 'torch device (default %(default)s)'),
+    'log_dir': ('log_dir', 'run directory (default logs/shac/<env>-<time>)'),
+    'checkpoint_interval': ('checkpoint_interval', 'iterations between checkpoints'),
+    'horizon': ('shac.horizon', 'control steps per window (default %(default)s)'),
+    'gamma': ('shac.gamma', 'discount (default %(default)s)'),
+    'lam': ('shac.lam', 'TD(lambda) lambda (default %(default)s)'),
+    'actor_lr': ('shac.actor_lr', 'actor learning rate (default %(default)s)'),
+    'critic_lr': ('shac.critic_lr', 'critic learning rate (default %(default)s)'),
+    'grad_norm': ('shac.grad_norm', 'gradient-norm clip (default %(default)s)'),
+    'sigma0': ('shac.sigma0', 'initial exploration std (default %(default)s)'),
+}
+
+
+def _owner(cfg, path):
+    """Return (object, attribute) for a dotted config path."""
+    if path.startswith('shac.'):
+        return cfg.shac, path[5:]
+    return cfg, path
+
+
+def add_arguments(parser):
+    """Add `loco-train shac` options; defaults come from the dataclasses."""
+    defaults = ShacRunConfig()
+    for flag, (path, text) in OPTIONS.items():
+        owner, name = _owner(defaults, path)
+        default = getattr(owner, name)
+        parser.add_argument(
+            '--' + flag.replace('_', '-'), type=type(default), default=default, help=text
+        )
+    parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
+    parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
+
+
+def config_from_args(args):
+    """Build ShacRunConfig from parsed arguments."""
+    cfg = ShacRunConfig(progress=not args.no_progress)
+    for flag, (path, _) in OPTIONS.items():
+        owner, name = _owner(cfg, path)
+        setattr(owner, name, getattr(args, flag))
+    return cfg
+
+
+def run(args):
+    """Train SHAC and print one JSON line with the result."""
+    from loco_train.vec_env import make_env
+
+    cfg = config_from_args(args)
+    if args.resume and not cfg.log_dir:
+        cfg.log_dir = os.path.dirname(os.path.abspath(args.resume))
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    try:
+        env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed)
+    except NotImplementedError as error:
+        print(f'loco-train shac: {error}', file=sys.stderr)
+        return 2
+    if not hasattr(env, 'detach'):
+        print(f'loco-train shac: {cfg.env} is not differentiable (no detach())', file=sys.stderr)
+        return 2
+    try:
+        runner = ShacRunner(env, cfg)
+        if args.resume:
+            runner.load(args.resume)
+        summary = runner.learn()
+    finally:
+        env.close()
+    print(json.dumps(summary), flush=True)
+    return 0
