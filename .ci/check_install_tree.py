@@ -4,7 +4,6 @@ import configparser
 import glob
 import importlib
 import os
-import py_compile
 import site as site_module
 import sys
 
@@ -23,7 +22,8 @@ def main(prefix):
             problems.append(f'missing {path}')
     launch_file = os.path.join(prefix, 'share/loco_policy/launch/anymal.launch.py')
     if os.path.exists(launch_file):
-        py_compile.compile(launch_file, doraise=True, cfile=os.devnull)
+        with open(launch_file) as handle:
+            compile(handle.read(), launch_file, 'exec')  # a SyntaxError fails the run
 
     site = glob.glob(os.path.join(prefix, 'lib/python3*/site-packages'))
     entry_files = glob.glob(os.path.join(site[0], 'loco_policy*/entry_points.txt')) if site else []
