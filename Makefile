@@ -23,8 +23,10 @@ $(VENV)/.package: setup.py setup.cfg $(VENV)/.deps-build | $(PY)
 DEPLOY := $(VENV)/.deps-deploy $(VENV)/.deps-sim $(VENV)/.package
 ALL := $(DEPLOY) $(VENV)/.deps-train $(VENV)/.deps-tools $(VENV)/.deps-test
 
-demo: $(DEPLOY)
-	$(PY) -m loco_policy.demo
+# The deployment stack on the simulated ANYmal: loco-launch (sim_robot on MuJoCo, policy_node,
+# recorder), driven through policy_node's services; table, PNG and one JSON line in runs/demo_*/.
+demo: $(DEPLOY) $(VENV)/.deps-tools
+	$(PY) -m loco_policy.demo $(DEMO_ARGS)
 
 test: $(ALL)
 	$(PY) -m pytest test

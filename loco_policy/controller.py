@@ -51,7 +51,7 @@ class Tick:
     inference_s: float = 0.0
     """onnxruntime time of this tick (s), 0 outside WALK."""
     events: list = field(default_factory=list)
-    """(level, message) pairs to log: level 'info', 'warn' or 'error'."""
+    """(level, message) pairs to log: level 'info', 'warning' or 'error'."""
 
 
 class Controller:
@@ -88,7 +88,7 @@ class Controller:
         """Record a rejected message; trip DAMP when it is a fault."""
         self.last_rejection = str(error)
         self.rejections += 1
-        self._events.append(('error' if error.fault else 'warn', str(error)))
+        self._events.append(('error' if error.fault else 'warning', str(error)))
         if error.fault and self.fsm.trip(now, str(error)):
             self._on_fault()
         return str(error)
@@ -234,11 +234,13 @@ class Controller:
             target = np.clip(target, spec.JOINT_POS_LIMITS[:, 0], spec.JOINT_POS_LIMITS[:, 1])
             step = self.config.max_target_step
             target = np.clip(target, self.prev_target - step, self.prev_target + step)
-            gains = self.policy.contract if self.policy else spec
+            contract = self.policy.contract if self.policy else None
+            kp = contract.kp if contract else spec.KP  # (12,) N m/rad
+            kd = contract.kd if contract else spec.KD  # (12,) N m s/rad
+            zeros = np.zeros(spec.NUM_JOINTS)
             command = joint_command.JointCommand(
-                target, np.zeros(12), np.zeros(12), np.asarray(gains.kp, dtype=np.float64),
-                np.asarray(gains.kd, dtype=np.float64), spec.TORQUE_LIMIT.copy(), mode.value,
-            )  # fmt: skip
+                target, zeros, zeros, kp.copy(), kd.copy(), spec.TORQUE_LIMIT.copy(), mode.value
+            )
         else:
             command = joint_command.damping(measured, self.config.damping_kd, mode.value)
         if not command.is_finite():

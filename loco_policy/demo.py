@@ -1,51 +1,294 @@
-"""Interim `make demo`: the robot contract and a MuJoCo PD stand, until the ROS 2 stack exists."""
+"""`make demo`: the deployment stack on the simulated ANYmal, driven through its services.
 
+Starts `loco-launch` (sim_robot on MuJoCo, policy_node, recorder) as a separate process group,
+then, as an operator would: waits for the robot's inputs, calls start (PASSIVE -> STAND), and
+with a policy file calls start again (STAND -> WALK) and drives the command schedule (stand,
+forward, turn, sideways, stop) on /cmd_vel. Without a policy file it says so and only stands.
+Prints a table, writes a PNG of commanded versus measured velocity and ends with one JSON line.
+Exits non-zero when the robot falls or the loop misses its rate.
+"""
+
+import argparse
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import numpy as np
 
-from loco_policy import description, spec
+from loco_policy import command_schedule, demo_metrics, spec
+from loco_policy.bag_writer import list_splits, read_counts
+from loco_policy.nodes.policy_node import SHIPPED_POLICY
 
 
-def stand(seconds=2.0):
-    """Hold the default pose under the spec's PD gains in MuJoCo; return base heights (m)."""
-    import mujoco
+class Operator:
+    """The demo's rclpy side: status, odometry, transitions, services and /cmd_vel."""
 
-    model = description.load_model()
-    data = mujoco.MjData(model)
-    data.qpos[:] = description.default_qpos()
-    heights = []
-    for _ in range(int(round(seconds / model.opt.timestep))):
-        q, qd = data.qpos[7:], data.qvel[6:]
-        tau = spec.KP * (spec.DEFAULT_JOINT_POS - q) - spec.KD * qd
-        data.ctrl[:] = np.clip(tau, -spec.TORQUE_LIMIT, spec.TORQUE_LIMIT)
-        mujoco.mj_step(model, data)
-        heights.append(float(data.qpos[2]))
-    return np.asarray(heights)
+    def __init__(self):
+        """Create the node, its subscriptions, the /cmd_vel publisher and service clients."""
+        from geometry_msgs.msg import Twist
+        from nav_msgs.msg import Odometry
+        import rclpy
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import Float32MultiArray, String
+        from std_srvs.srv import Trigger
+
+        rclpy.init()
+        self.rclpy, self.Twist, self.Trigger = rclpy, Twist, Trigger
+        self.node = rclpy.create_node('demo_operator')
+        self.status, self.odom = {}, None  # odom: (t, z (m), vx, vy (m/s), wz (rad/s))
+        self.transitions = 0
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.node.create_subscription(String, '/policy/status', self._on_status, latched)
+        self.node.create_subscription(Odometry, '/odom', self._on_odom, 10)
+        reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self.node.create_subscription(
+            Float32MultiArray, '/replay/transitions', self._on_transitions, reliable
+        )
+        self.cmd_pub = self.node.create_publisher(Twist, '/cmd_vel', 10)
+
+    def _on_status(self, msg):
+        self.status = json.loads(msg.data)
+
+    def _on_odom(self, msg):
+        p, v, w = msg.pose.pose.position, msg.twist.twist.linear, msg.twist.twist.angular
+        self.odom = (time.monotonic(), p.z, v.x, v.y, w.z)
+
+    def _on_transitions(self, msg):
+        self.transitions += msg.layout.dim[0].size if msg.layout.dim else 0
+
+    def spin(self, seconds):
+        """Process callbacks for the given time (s)."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.rclpy.spin_once(
+                self.node, timeout_sec=min(0.02, max(0.0, end - time.monotonic()))
+            )
+
+    def call(self, name, timeout=10.0):
+        """Call /policy_node/<name> (Trigger); return (success, message)."""
+        client = self.node.create_client(self.Trigger, f'/policy_node/{name}')
+        if not client.wait_for_service(timeout_sec=timeout):
+            return False, f'service /policy_node/{name} not available'
+        future = client.call_async(self.Trigger.Request())
+        self.rclpy.spin_until_future_complete(self.node, future, timeout_sec=timeout)
+        result = future.result()
+        return (result.success, result.message) if result else (False, 'no response')
+
+    def inputs_fresh(self):
+        """True when policy_node reports every input fresh (younger than 3 periods)."""
+        ages = self.status.get('input_age_ms', {})
+        return bool(ages) and all(a is not None and a < 60.0 for a in ages.values())
+
+    def command(self, vx, vy, wz):
+        """Publish one /cmd_vel."""
+        msg = self.Twist()
+        msg.linear.x, msg.linear.y, msg.angular.z = float(vx), float(vy), float(wz)
+        self.cmd_pub.publish(msg)
+
+    def close(self):
+        """Destroy the node and shut rclpy down."""
+        self.node.destroy_node()
+        self.rclpy.try_shutdown()
 
 
-def main():
-    """Print what exists so far and run it; the last line is one JSON object."""
-    print(
-        'loco_policy demo (interim): the ROS 2 deployment stack is not built yet, so this runs '
-        'only the robot description and spec: ANYmal C standing under PD in MuJoCo for 2 s.'
-    )
-    print(f'joints: {", ".join(spec.JOINT_NAMES)}')
-    print(
-        f'kp {spec.KP[0]} N m/rad, kd {spec.KD[0]} N m s/rad, torque limit '
-        f'{spec.TORQUE_LIMIT[0]} N m, control dt {spec.CONTROL_DT} s, obs dim {spec.OBS_DIM}'
-    )
-    heights = stand()
-    result = {
-        'demo': 'mujoco_pd_stand',
-        'seconds': 2.0,
-        'final_base_height_m': heights[-1],
-        'min_base_height_m': float(heights.min()),
-        'ros_stack': 'not built yet',
+def start_stack(out, policy, log):
+    """Start loco-launch (sim_robot, policy_node, recorder) in its own process group."""
+    argv = [
+        sys.executable, '-m', 'loco_policy.launcher', 'use_sim:=true', 'backend:=mujoco',
+        'record:=true', f'bag:={os.path.join(out, "bag")}', f'policy:={policy}',
+        f'stats_file:={os.path.join(out, "policy_stats.json")}',
+    ]  # fmt: skip
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, process_group=0)
+
+
+def stop_stack(proc, timeout=20.0):
+    """SIGINT the launcher (it stops its nodes); SIGKILL the group if it hangs."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode
+
+
+def drive(op, stack, schedule, samples, heights, say):
+    """Publish the schedule on /cmd_vel at 20 Hz, sampling odometry; return when done."""
+    start = time.monotonic()
+    current = None
+    while True:
+        if stack.poll() is not None:
+            raise RuntimeError(f'the stack stopped (exit code {stack.returncode}) mid-run')
+        t = time.monotonic() - start
+        segment, cmd = command_schedule.at(schedule, t)
+        if segment is None:
+            break
+        if segment is not current:
+            current = segment
+            say(f'  t={t:5.1f} s  segment {segment.name}: vx {cmd[0]} vy {cmd[1]} wz {cmd[2]}')
+        op.command(*cmd)
+        op.spin(0.05)
+        if op.odom is not None:
+            samples.append((t, segment.name, cmd.copy(), np.array(op.odom[2:5])))
+            heights.append(op.odom[1])
+
+
+def run(args):
+    """Run the demo; return (exit code, result dict)."""
+    out = os.path.abspath(args.out or os.path.join('runs', time.strftime('demo_%Y%m%d_%H%M%S')))
+    os.makedirs(out, exist_ok=True)
+    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    os.environ.setdefault('ROS_DOMAIN_ID', str(60 + os.getpid() % 40))
+    policy = args.policy if args.policy is not None else SHIPPED_POLICY
+    have_file = bool(policy) and os.path.isfile(policy)
+    say = print
+    say(f'loco_policy demo: simulated ANYmal C (MuJoCo) + policy_node + recorder; output {out}')
+    if not have_file:
+        say(
+            f'NOTE: no trained policy is shipped yet ({policy or "none given"} is absent). The '
+            'demo stands the robot up through the state machine and does not walk; WALK is '
+            'refused by policy_node, as it must be without a policy.'
+        )
+    log = open(os.path.join(out, 'launch.log'), 'wb')
+    stack = start_stack(out, policy if have_file else '', log)
+    op = Operator()
+    samples, heights, steps = [], [], []
+    try:
+        deadline = time.monotonic() + args.startup_timeout
+        while not op.inputs_fresh() and time.monotonic() < deadline and stack.poll() is None:
+            op.spin(0.1)
+        if not op.inputs_fresh():
+            raise RuntimeError(f'the stack did not come up (see {out}/launch.log)')
+        walking = bool(op.status.get('policy'))
+        if have_file and not walking:
+            say(f'policy refused: {op.status.get("policy_error")}')
+        ok, message = op.call('start')
+        steps.append(('start', ok, message))
+        say(f'start -> {message}')
+        op.spin(float(args.stand_wait))
+        if walking:
+            ok, message = op.call('start')
+            steps.append(('start', ok, message))
+            say(f'start -> {message}')
+            schedule = command_schedule.DEMO
+        else:
+            schedule = (command_schedule.Segment('stand (no policy)', args.stand_only, (0, 0, 0)),)
+        drive(op, stack, schedule, samples, heights, say)
+        ok, message = op.call('stop')
+        steps.append(('stop', ok, message))
+        say(f'stop -> {message}')
+        op.spin(1.0)
+        transitions = op.transitions
+    finally:
+        op.close()
+        stop_stack(stack)
+        log.close()
+    return report(out, schedule, samples, heights, steps, transitions, walking, say)
+
+
+def _figures(stats, walking):
+    """The loop figures of policy_node's run summary, rounded, in ms."""
+
+    def pick(name, keys):
+        return {k: round(stats.get(f'{name}_{k}_ms', 0.0), 4) for k in keys}
+
+    return {
+        'loop_rate_hz': round(stats.get('loop_rate_hz', 0.0), 3),
+        'jitter_ms': pick('jitter', ('p50', 'p99', 'max')),
+        'inference_ms': pick('inference', ('p50', 'p99')) if walking else None,
+        'compute_ms': pick('compute', ('p50', 'p99')),
     }
+
+
+def report(out, schedule, samples, heights, steps, transitions, walking, say):
+    """Print the table, write the PNG, return (exit code, result)."""
+    from loco_policy import plot_png
+
+    with open(os.path.join(out, 'policy_stats.json')) as handle:
+        stats = json.load(handle)
+    errors = demo_metrics.segment_errors(samples, [s.name for s in schedule])
+    n_falls = demo_metrics.falls(heights, stats.get('mode_history', []))
+    splits = list_splits(os.path.join(out, 'bag'))
+    counts = {}
+    for split in splits:
+        for topic, n in read_counts(split).items():
+            counts[topic] = counts.get(topic, 0) + n
+    png = os.path.join(out, 'velocity.png') if samples else None
+    if samples:
+        t = np.array([s[0] for s in samples])
+        cmd, meas = np.array([s[2] for s in samples]), np.array([s[3] for s in samples])
+        panels = [
+            (name, [('COMMAND', t, cmd[:, i], 'orange'), ('MEASURED', t, meas[:, i], 'blue')])
+            for i, name in enumerate(('VX M/S', 'VY M/S', 'WZ RAD/S'))
+        ]
+        plot_png.line_panels(png, panels, 'ANYMAL C SIM - COMMANDED VS MEASURED BASE VELOCITY')
+    loop_ok = demo_metrics.loop_ok(stats, 1.0 / spec.CONTROL_DT)
+    history = ' -> '.join(['PASSIVE'] + [h['to'] for h in stats.get('mode_history', [])])
+    figures = _figures(stats, walking)
+    height = {'min': round(min(heights), 4), 'final': round(heights[-1], 4)} if heights else None
+    jitter, inference = figures['jitter_ms'], figures['inference_ms']
+    say('')
+    say(demo_metrics.table(errors, list(errors[0]) if errors else ['segment']))
+    say('')
+    lines = [
+        ('policy', stats['policy']['path'] if stats.get('policy') else 'none (WALK refused)'),
+        ('state transitions', history),
+        ('falls', n_falls),
+        ('base height min / final (m)', f'{height["min"]} / {height["final"]}' if height else '-'),
+        ('control loop rate (Hz)', f'{figures["loop_rate_hz"]}' + ('' if loop_ok else ' MISSED')),
+        ('period jitter p50 / p99 / max (ms)', ' / '.join(str(v) for v in jitter.values())),
+        ('inference p50 / p99 (ms)', ' / '.join(str(v) for v in inference.values())
+         if inference else 'no policy: not run'),
+        ('transitions published / received', f'{stats["transitions_published"]} / {transitions}'),
+        ('bag', f'{os.path.join(out, "bag")} ({len(splits)} splits, {counts})'),
+        ('plot', png or '-'),
+    ]  # fmt: skip
+    for key, value in lines:
+        say(f'{key:36} {value}')
+    result = {
+        'demo': 'deploy_stack_sim',
+        'walked': walking,
+        'policy_shipped': os.path.isfile(SHIPPED_POLICY),
+        'state_transitions': history,
+        'falls': n_falls,
+        **figures,
+        'base_height_m': height,
+        'tracking': errors,
+        'transitions_published': stats.get('transitions_published'),
+        'transitions_received': transitions,
+        'bag': os.path.join(out, 'bag'),
+        'bag_counts': counts,
+        'plot': png,
+    }
+    code = 0 if n_falls == 0 and loop_ok else 1
+    if code:
+        reasons = (['the robot fell'] if n_falls else []) + (
+            [] if loop_ok else ['loop rate missed']
+        )
+        say('FAILED: ' + '; '.join(reasons))
+    return code, result
+
+
+def main(argv=None):
+    """Parse arguments, run the demo, print the JSON line; exit non-zero on a fall or slow loop."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--policy', default=None, help='policy file (default: the shipped one)')
+    parser.add_argument('--out', default='', help='output directory (default runs/demo_<time>)')
+    parser.add_argument('--stand-wait', type=float, default=3.0, help='s to wait in STAND')
+    parser.add_argument('--stand-only', type=float, default=8.0, help='s to hold without policy')
+    parser.add_argument('--startup-timeout', type=float, default=60.0, help='s for the stack')
+    args = parser.parse_args(argv)
+    try:
+        code, result = run(args)
+    except RuntimeError as error:
+        print(f'demo failed: {error}')
+        code, result = 1, {'demo': 'deploy_stack_sim', 'error': str(error)}
     print(json.dumps(result))
-    return 0
+    return code
 
 
 if __name__ == '__main__':

@@ -68,7 +68,7 @@ class PolicyNode(Node):
         )
         policy, reason = load_policy(p['policy'])
         if policy is None:
-            self.get_logger().warn(f'policy: {reason}')
+            self.get_logger().warning(f'policy: {reason}')
         else:
             self.get_logger().info(f'policy loaded: {json.dumps(policy.describe())}')
         self.controller = Controller(config, policy, reason)
@@ -126,7 +126,7 @@ class PolicyNode(Node):
             msg.linear.x, msg.linear.y, msg.angular.z, time.monotonic()
         )
         if message:
-            self.get_logger().warn(message, throttle_duration_sec=1.0)
+            self.get_logger().warning(message, throttle_duration_sec=1.0)
 
     def _log_rejection(self, error):
         """Log a rejected input (throttled) and refresh the status."""
@@ -139,7 +139,7 @@ class PolicyNode(Node):
 
         def handle(request, response):
             response.success, response.message = self.controller.request(name, time.monotonic())
-            log = self.get_logger().info if response.success else self.get_logger().warn
+            log = self.get_logger().info if response.success else self.get_logger().warning
             log(f'{name}: {response.message}')
             self.publish_status(force=True)
             return response

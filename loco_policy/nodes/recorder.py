@@ -87,10 +87,9 @@ class Recorder(Node):
     def close(self):
         """Close the open split and log what was written."""
         self.writer.close()
-        self.get_logger().info(
-            f'recorded {self.counts} in {len(self.writer.closed_splits)} splits under '
-            f'{self.writer.root}'
-        )
+        # print, not the ROS logger: this runs after the context has shut down
+        splits = len(self.writer.closed_splits)
+        print(f'recorder: {self.counts} in {splits} splits under {self.writer.root}', flush=True)
 
 
 def main(args=None):

@@ -5,37 +5,26 @@ import json
 import os
 import subprocess
 import sys
-import zlib
 
 import numpy as np
 
 from loco_policy import spec
+from test.ros_env import isolated_ros_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def contract_metadata(**overrides):
-    """Return the spec's policy metadata as a dict of JSON-ready values, with overrides."""
-    meta = {
-        'loco_format': 1,
-        'joint_names': list(spec.JOINT_NAMES),
-        'default_joint_pos': spec.DEFAULT_JOINT_POS.tolist(),
-        'action_scale': spec.ACTION_SCALE,
-        'kp': spec.KP.tolist(),
-        'kd': spec.KD.tolist(),
-        'torque_limit': spec.TORQUE_LIMIT.tolist(),
-        'control_dt': spec.CONTROL_DT,
-        'observation': spec.observation_metadata(),
-        'command_ranges': {k: list(v) for k, v in spec.COMMAND_RANGES.items()},
-        'provenance': {
-            'algorithm': 'test-random-mlp',
-            'iterations': 0,
-            'return': 0.0,
-            'code_revision': 'test',
-            'created': '2026-11-30T00:00:00Z',
-            'weights_sha256': None,
-        },
+    """Return the spec's policy metadata as JSON-ready values (digest filled later), overridden."""
+    provenance = {
+        'algorithm': 'test-random-mlp',
+        'iterations': 0,
+        'return': 0.0,
+        'code_revision': 'test',
+        'created': '2026-11-30T00:00:00Z',
+        'weights_sha256': None,
     }
+    meta = spec.contract_metadata(provenance)
     meta.update(overrides)
     return meta
 
@@ -87,18 +76,11 @@ def make_policy_file(
     return str(path)
 
 
-def domain_id(name):
-    """A ROS_DOMAIN_ID in 100-200 derived from a test name (distinct per test)."""
-    return 100 + zlib.crc32(name.encode()) % 101
-
-
 def ros_env(name):
-    """Environment for an isolated ROS 2 process: own domain id, localhost discovery only."""
-    env = dict(os.environ)
-    env['ROS_DOMAIN_ID'] = str(domain_id(name))
-    env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    """Environment for an isolated ROS 2 process (own domain id, localhost) importing the repo."""
+    env = isolated_ros_env(name)
     env['PYTHONUNBUFFERED'] = '1'
-    env['PYTHONPATH'] = REPO + os.pathsep + env.get('PYTHONPATH', '')
+    env['PYTHONPATH'] = os.pathsep.join(filter(None, [REPO, env.get('PYTHONPATH')]))
     return env
 
 
