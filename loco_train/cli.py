@@ -7,6 +7,7 @@ import sys
 COMMANDS = {
     # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
     'shac': ('loco_train.shac_runner', 'train SHAC through the differentiable simulator'),
+    'ppo': ('loco_train.ppo_runner', "train rsl-rl-lib's PPO on the same environment (baseline)"),
     'sac': ('loco_train.sac_runner', 'train SAC (RSL-RL-SAC fixes) on anymal or a gymnasium env'),
     'export': ('loco_train.export', 'export a checkpoint as a contract-carrying ONNX policy'),
     'check-policy': ('loco_train.check_policy', 'print a policy file contract; fail on mismatch'),

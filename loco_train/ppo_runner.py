@@ -1,0 +1,135 @@
+"""`loco-train ppo`: rsl-rl-lib's PPO on the same environment, the baseline SHAC and SAC face."""
+
+from dataclasses import asdict, dataclass
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+
+@dataclass
+class PpoRunConfig:
+    """rsl-rl-lib PPO settings (legged_gym's ANYmal defaults) and the run around it."""
+
+    env: str = 'anymal'
+    """Environment name for loco_train.vec_env.make_env."""
+    num_envs: int = 64
+    """Environments stepped together."""
+    iterations: int = 500
+    """PPO iterations (rollout + update)."""
+    steps_per_env: int = 24
+    """Rollout length per iteration."""
+    max_episode_length: int = 1000
+    """Control steps per episode before truncation (20 s at 50 Hz)."""
+    hidden: tuple = (512, 256, 128)
+    """Actor and critic MLP hidden sizes."""
+    learning_rate: float = 1e-3
+    """Adam learning rate (adaptive KL schedule)."""
+    entropy_coef: float = 0.005
+    """Entropy bonus."""
+    init_std: float = 1.0
+    """Initial action standard deviation."""
+    seed: int = 0
+    """Seed."""
+    device: str = 'cpu'
+    """Torch device."""
+    log_dir: str = ''
+    """Run directory; '' picks logs/ppo/<env>-<time>."""
+    save_interval: int = 50
+    """Iterations between rsl-rl checkpoints."""
+
+
+def train_cfg(cfg):
+    """The rsl-rl-lib 5.x training configuration dict for cfg."""
+    mlp = {'hidden_dims': list(cfg.hidden), 'activation': 'elu', 'obs_normalization': True}
+    return {
+        'num_steps_per_env': cfg.steps_per_env,
+        'save_interval': cfg.save_interval,
+        'obs_groups': {'actor': ['policy'], 'critic': ['policy']},
+        'logger': 'tensorboard',
+        'check_for_nan': True,
+        'actor': {
+            'class_name': 'MLPModel',
+            **mlp,
+            'distribution_cfg': {'class_name': 'GaussianDistribution', 'init_std': cfg.init_std},
+        },
+        'critic': {'class_name': 'MLPModel', **mlp},
+        'algorithm': {
+            'class_name': 'PPO',
+            'num_learning_epochs': 5,
+            'num_mini_batches': 4,
+            'clip_param': 0.2,
+            'gamma': 0.99,
+            'lam': 0.95,
+            'value_loss_coef': 1.0,
+            'entropy_coef': cfg.entropy_coef,
+            'learning_rate': cfg.learning_rate,
+            'max_grad_norm': 1.0,
+            'schedule': 'adaptive',
+            'desired_kl': 0.01,
+        },
+    }
+
+
+def train(env, cfg, iterations=None):
+    """Train PPO on a loco_train VecEnv; return (runner, summary dict)."""
+    from rsl_rl.runners import OnPolicyRunner
+
+    from loco_train.rsl_rl_env import RslRlEnv
+
+    wrapped = RslRlEnv(env, cfg.max_episode_length, cfg.device)
+    run_dir = cfg.log_dir or os.path.join(
+        'logs', 'ppo', cfg.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S')
+    )
+    runner = OnPolicyRunner(wrapped, train_cfg(cfg), log_dir=run_dir, device=cfg.device)
+    start = time.time()
+    runner.learn(cfg.iterations if iterations is None else iterations)
+    seconds = time.time() - start
+    done = runner.current_learning_iteration + 1
+    reward_buffer = list(getattr(runner.logger, 'rewbuffer', []))
+    summary = {
+        'algorithm': 'ppo',
+        'env': cfg.env,
+        'iterations': done,
+        'env_steps': done * cfg.steps_per_env * env.num_envs,
+        'final_return': float(np.mean(reward_buffer)) if reward_buffer else None,
+        'seconds_per_iteration': seconds / max(1, done),
+        'log_dir': run_dir,
+    }
+    return runner, summary
+
+
+def add_arguments(parser):
+    """Add `loco-train ppo` options from PpoRunConfig."""
+    for name, default in asdict(PpoRunConfig()).items():
+        if isinstance(default, tuple):
+            continue
+        parser.add_argument(
+            '--' + name.replace('_', '-'),
+            type=type(default),
+            default=default,
+            help=f'{PpoRunConfig.__dataclass_fields__[name].type} (default %(default)s)',
+        )
+
+
+def run(args):
+    """Train PPO and print one JSON line with the result."""
+    from loco_train.vec_env import make_env
+
+    cfg = PpoRunConfig(**{k: getattr(args, k) for k in asdict(PpoRunConfig()) if hasattr(args, k)})
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    try:
+        env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed)
+    except NotImplementedError as error:
+        print(f'loco-train ppo: {error}', file=sys.stderr)
+        return 2
+    try:
+        _, summary = train(env, cfg)
+    finally:
+        env.close()
+    print(json.dumps(summary), flush=True)
+    return 0
