@@ -108,3 +108,106 @@ def stop_process(proc, timeout=5.0):
             proc.kill()
             proc.wait(timeout)
     return proc.returncode
+
+
+class Probe:
+    """An rclpy node in the test process, on the test's own domain: status, commands, services."""
+
+    def __init__(self, name):
+        """Join the isolated domain of test `name` and subscribe to the policy node's outputs."""
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float32MultiArray, String
+
+        env = isolated_ros_env(name)
+        os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = env['ROS_AUTOMATIC_DISCOVERY_RANGE']
+        self.rclpy = rclpy
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=int(env['ROS_DOMAIN_ID']))
+        self.node = rclpy.create_node('probe', context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.status, self.statuses, self.commands, self.batches = {}, [], [], []
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self.node.create_subscription(String, '/policy/status', self._on_status, latched)
+        self.node.create_subscription(JointState, '/joint_command', self._on_command, 50)
+        self.node.create_subscription(
+            Float32MultiArray, '/replay/transitions', self.batches.append, reliable
+        )
+
+    def _on_status(self, msg):
+        self.status = json.loads(msg.data)
+        self.statuses.append(self.status)
+
+    def _on_command(self, msg):
+        self.commands.append(
+            (msg.header.frame_id, list(msg.name), list(msg.position), list(msg.velocity),
+             list(msg.effort))
+        )  # fmt: skip
+
+    def spin(self, seconds):
+        """Process callbacks for `seconds`."""
+        import time
+
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.executor.spin_once(timeout_sec=0.01)
+
+    def spin_until(self, predicate, timeout):
+        """Spin until predicate() is true or timeout (s); return whether it became true."""
+        import time
+
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if predicate():
+                return True
+            self.executor.spin_once(timeout_sec=0.01)
+        return bool(predicate())
+
+    def call(self, service, timeout=10.0):
+        """Call a std_srvs/Trigger service; return (success, message)."""
+        from std_srvs.srv import Trigger
+
+        client = self.node.create_client(Trigger, service)
+        if not client.wait_for_service(timeout_sec=timeout):
+            return False, f'{service} unavailable'
+        future = client.call_async(Trigger.Request())
+        self.executor.spin_until_future_complete(future, timeout_sec=timeout)
+        result = future.result()
+        self.node.destroy_client(client)
+        return (result.success, result.message) if result else (False, 'no response')
+
+    def set_bool(self, node, name, value, timeout=10.0):
+        """Set a boolean parameter of another node; return whether it was accepted."""
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParameters
+
+        client = self.node.create_client(SetParameters, f'/{node}/set_parameters')
+        if not client.wait_for_service(timeout_sec=timeout):
+            return False
+        value = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=value)
+        future = client.call_async(
+            SetParameters.Request(parameters=[Parameter(name=name, value=value)])
+        )
+        self.executor.spin_until_future_complete(future, timeout_sec=timeout)
+        return bool(future.result() and future.result().results[0].successful)
+
+    def inputs_fresh(self):
+        """True when the policy node reports every input younger than 60 ms."""
+        ages = self.status.get('input_age_ms') or {}
+        return bool(ages) and all(a is not None and a < 60 for a in ages.values())
+
+    def close(self):
+        """Destroy the node and shut this context down."""
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.rclpy.try_shutdown(context=self.context)
+
+
+def all_finite(commands):
+    """True when every number of every recorded /joint_command is finite."""
+    return all(np.all(np.isfinite(np.r_[c[2], c[3], c[4]])) for c in commands)

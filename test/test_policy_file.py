@@ -1,0 +1,104 @@
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from loco_policy import spec
+from loco_policy.policy_file import (
+    contract_mismatches,
+    METADATA_KEYS,
+    OnnxPolicy,
+    parse_metadata,
+    PolicyFileError,
+    session_options,
+)
+from test.helpers.deploy_fixtures import contract_metadata, make_policy_file
+
+
+@pytest.fixture(scope='module')
+def good(tmp_path_factory):
+    return make_policy_file(tmp_path_factory.mktemp('policy') / 'good.onnx')
+
+
+def refusal(path):
+    with pytest.raises(PolicyFileError) as info:
+        OnnxPolicy(path)
+    return str(info.value)
+
+
+def test_valid_file_loads_with_its_contract_and_acts_finitely(good):
+    policy = OnnxPolicy(good)
+    contract = policy.contract
+    assert contract.joint_names == spec.JOINT_NAMES
+    assert np.allclose(contract.kp, spec.KP) and contract.control_dt == spec.CONTROL_DT
+    assert len(contract.version) == 12 and contract.provenance['algorithm'] == 'test-random-mlp'
+    action = policy.act(np.ones(spec.OBS_DIM, dtype=np.float32))
+    assert action.shape == (spec.ACTION_DIM,) and np.all(np.isfinite(action))
+    assert set(json.loads(json.dumps(policy.describe()))) == {'path', 'version', 'provenance'}
+
+
+def test_session_is_single_threaded_without_spinning():
+    options = session_options()
+    assert options.intra_op_num_threads == 1 and options.inter_op_num_threads == 1
+    assert options.get_session_config_entry('session.intra_op.allow_spinning') == '0'
+    assert options.get_session_config_entry('session.inter_op.allow_spinning') == '0'
+
+
+def test_wrong_observation_size_is_refused_naming_it(tmp_path):
+    message = refusal(make_policy_file(tmp_path / 'p.onnx', obs_dim=45))
+    assert 'input obs width 45 is not 48' in message
+
+
+def test_wrong_joint_order_is_refused_naming_it(tmp_path):
+    names = list(spec.JOINT_NAMES)
+    names[0], names[1] = names[1], names[0]
+    message = refusal(make_policy_file(tmp_path / 'p.onnx', joint_names=names))
+    assert 'joint order' in message and 'LF_HFE' in message
+
+
+def test_mismatched_gains_dt_and_observation_are_each_named(tmp_path):
+    obs = spec.observation_metadata()
+    obs[0] = dict(obs[0], dim=4)
+    path = make_policy_file(tmp_path / 'p.onnx', kp=[60.0] * 12, control_dt=0.01, observation=obs)
+    message = refusal(path)
+    assert 'kp' in message and 'control_dt 0.01' in message and 'observation layout' in message
+
+
+def test_corrupt_and_missing_files_are_refused(tmp_path, good):
+    corrupt = tmp_path / 'corrupt.onnx'
+    corrupt.write_bytes(open(good, 'rb').read()[:3000])
+    assert 'not a loadable ONNX model' in refusal(corrupt)
+    assert 'does not exist' in refusal(tmp_path / 'absent.onnx')
+
+
+def test_tampered_weights_fail_the_digest(tmp_path, good):
+    model = onnx.load(good)
+    weights = onnx.numpy_helper.to_array(model.graph.initializer[0]).copy()
+    weights[0, 0] += 1.0
+    model.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(weights, 'w0'))
+    onnx.save(model, tmp_path / 'tampered.onnx')
+    assert 'weights sha256' in refusal(tmp_path / 'tampered.onnx')
+
+
+def test_missing_metadata_key_and_non_finite_output_are_refused(tmp_path):
+    model = onnx.load(make_policy_file(tmp_path / 'p.onnx'))
+    kept = [p for p in model.metadata_props if p.key != 'torque_limit']
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    onnx.save(model, tmp_path / 'nokey.onnx')
+    assert "lacks key 'torque_limit'" in refusal(tmp_path / 'nokey.onnx')
+    assert 'non-finite' in refusal(make_policy_file(tmp_path / 'nan.onnx', nan=True))
+
+
+def test_parse_metadata_and_mismatches_without_onnxruntime():
+    meta = {k: json.dumps(v) for k, v in contract_metadata().items()}
+    meta['provenance'] = json.dumps(dict(contract_metadata()['provenance'], weights_sha256='x'))
+    assert set(meta) == set(METADATA_KEYS)
+    contract = parse_metadata(meta)
+    assert contract_mismatches(contract) == []
+    meta['command_ranges'] = json.dumps({'vx': [-3, 3], 'vy': [-1, 1], 'wz': [-1, 1]})
+    assert 'command range vx' in contract_mismatches(parse_metadata(meta))[0]
+    meta['loco_format'] = '2'
+    with pytest.raises(PolicyFileError, match='loco_format'):
+        parse_metadata(meta)

@@ -1,0 +1,39 @@
+from loco_policy.safety import Mode, SafetyStateMachine, Watchdog
+
+
+def test_start_walks_only_through_stand_with_a_policy():
+    fsm = SafetyStateMachine()
+    assert fsm.start(0.0, False, True, inputs_ok=False)[0] is False
+    assert fsm.start(0.0, False, True, True) == (True, 'STAND: moving to the default pose')
+    ok, message = fsm.start(0.1, True, False, True, 'no trained policy is shipped yet')
+    assert not ok and 'no trained policy' in message and fsm.mode is Mode.STAND
+    assert fsm.start(0.2, False, True, True)[0] is False  # pose not reached
+    assert fsm.start(0.3, True, True, True)[0] and fsm.mode is Mode.WALK
+    assert fsm.stop(0.4)[0] and fsm.mode is Mode.STAND
+    assert fsm.stop(0.5)[0] and fsm.mode is Mode.PASSIVE
+    assert [t.target for t in fsm.history] == [Mode.STAND, Mode.WALK, Mode.STAND, Mode.PASSIVE]
+
+
+def test_damp_is_latched_until_reset_with_fresh_inputs():
+    fsm = SafetyStateMachine()
+    fsm.start(0.0, False, True, True)
+    assert fsm.trip(0.1, 'watchdog') and fsm.mode is Mode.DAMP
+    assert not fsm.trip(0.2, 'again') and fsm.fault == 'watchdog'
+    assert not fsm.start(0.3, True, True, True)[0]
+    assert not fsm.stop(0.3)[0]
+    assert not fsm.reset(0.4, inputs_ok=False)[0] and fsm.mode is Mode.DAMP
+    assert fsm.reset(0.5, inputs_ok=True)[0] and fsm.mode is Mode.PASSIVE and fsm.fault == ''
+
+
+def test_watchdog_arms_after_every_input_and_names_the_stale_one():
+    dog = Watchdog(limit=0.06)
+    dog.feed('/joint_states', 0.0)
+    dog.feed('/imu', 0.0)
+    assert not dog.armed and dog.fault(10.0) == ''
+    dog.feed('/odom', 0.0)
+    assert dog.armed and dog.fault(0.05) == ''
+    dog.feed('/joint_states', 0.07)
+    dog.feed('/odom', 0.07)
+    reason = dog.fault(0.08)
+    assert '/imu 80 ms' in reason and '/odom' not in reason and 'limit 60 ms' in reason
+    assert dog.stale(0.08) == ['/imu']
