@@ -11,6 +11,7 @@ COMMANDS = {
     'sac': ('loco_train.sac_runner', 'train SAC (RSL-RL-SAC fixes) on anymal or a gymnasium env'),
     'export': ('loco_train.export', 'export a checkpoint as a contract-carrying ONNX policy'),
     'check-policy': ('loco_train.check_policy', 'print a policy file contract; fail on mismatch'),
+    'eval': ('loco_train.evaluate', 'evaluate a policy file on the fixed command schedule'),
     'bench': ('loco_train.bench', 'run a benchmark; prints one JSON object as its last line'),
 }
 

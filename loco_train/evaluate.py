@@ -1,0 +1,214 @@
+"""`loco-train eval FILE --sim mujoco|warp`: a policy file on a fixed 20 s command schedule.
+
+The policy runs exactly as on the robot: onnxruntime on the spec's observation at 50 Hz, PD
+targets held over the physics substeps of a loco_policy.sim_backends backend (MuJoCo, the
+independent simulator, or the project's Warp simulator). Seeds vary the sensor noise. Reports
+the mean absolute tracking error per segment (after a settling time), falls, and writes a PNG
+of commanded versus measured velocity. The last printed line is one JSON object.
+"""
+
+from dataclasses import dataclass
+import json
+import os
+import sys
+
+import numpy as np
+
+from loco_policy import joint_command, spec
+from loco_policy.observation import build_observation
+
+SCHEDULE = (
+    # name, seconds, command (vx m/s, vy m/s, wz rad/s)
+    ('stand', 3.0, (0.0, 0.0, 0.0)),
+    ('forward_0.5', 3.5, (0.5, 0.0, 0.0)),
+    ('forward_1.0', 3.5, (1.0, 0.0, 0.0)),
+    ('sideways_0.5', 3.0, (0.0, 0.5, 0.0)),
+    ('turn_1.0', 3.5, (0.0, 0.0, 1.0)),
+    ('stop', 3.5, (0.0, 0.0, 0.0)),
+)
+"""The fixed 20 s command schedule."""
+
+SETTLE_S = 1.0
+"""Seconds at the start of each segment left out of its tracking error (the transient)."""
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation settings."""
+
+    sim: str = 'mujoco'
+    """Backend: 'mujoco' or 'warp'."""
+    seeds: int = 10
+    """Episodes, each with its own sensor-noise stream."""
+    lin_vel_noise: float = 0.05
+    """Std of the noise on the measured base linear velocity (m/s)."""
+    ang_vel_noise: float = 0.05
+    """Std of the noise on the measured base angular velocity (rad/s)."""
+    joint_vel_noise: float = 0.2
+    """Std of the noise on joint velocities (rad/s)."""
+    fall_height: float = 0.25
+    """Base height (m) below which the robot has fallen."""
+    fall_tilt: float = 1.0
+    """Roll or pitch (rad) beyond which the robot has fallen."""
+
+
+def schedule_command(t):
+    """Return (segment index, command (3,)) at time t (s) of the schedule."""
+    start = 0.0
+    for index, (_, seconds, command) in enumerate(SCHEDULE):
+        if t < start + seconds:
+            return index, np.asarray(command)
+        start += seconds
+    return len(SCHEDULE) - 1, np.asarray(SCHEDULE[-1][2])
+
+
+def tilt(quat):
+    """Roll and pitch magnitude proxy: angle between body z and world z (rad)."""
+    w, x, y, z = quat
+    return float(np.arccos(np.clip(1.0 - 2.0 * (x * x + y * y), -1.0, 1.0)))
+
+
+def run_episode(policy, backend, config, seed):
+    """Run the schedule once; return a dict of per-step traces and whether it fell."""
+    rng = np.random.default_rng(seed)
+    backend.reset()
+    substeps = int(round(spec.CONTROL_DT / backend.dt))
+    steps = int(round(sum(s for _, s, _ in SCHEDULE) / spec.CONTROL_DT))
+    action = np.zeros(spec.ACTION_DIM)
+    trace = {'t': [], 'segment': [], 'command': [], 'lin_vel': [], 'ang_vel': [], 'height': []}
+    fell = False
+    for k in range(steps):
+        t = k * spec.CONTROL_DT
+        segment, command = schedule_command(t)
+        state = backend.state()
+        obs = build_observation(
+            state.base_quat,
+            state.base_lin_vel + rng.normal(0.0, config.lin_vel_noise, 3),
+            state.base_ang_vel + rng.normal(0.0, config.ang_vel_noise, 3),
+            state.q,
+            state.qd + rng.normal(0.0, config.joint_vel_noise, spec.NUM_JOINTS),
+            command,
+            action,
+        )
+        action = np.asarray(policy.act(obs), dtype=np.float64).reshape(-1)
+        if not np.all(np.isfinite(action)):
+            raise RuntimeError(f'policy produced non-finite actions at t = {t:.2f} s')
+        zeros = np.zeros(spec.NUM_JOINTS)
+        target = joint_command.JointCommand(
+            spec.joint_targets(action), zeros, zeros, spec.KP, spec.KD, spec.TORQUE_LIMIT, 'WALK'
+        )
+        for _ in range(substeps):
+            backend.step(target)
+        state = backend.state()
+        trace['t'].append(t + spec.CONTROL_DT)
+        trace['segment'].append(segment)
+        trace['command'].append(command)
+        trace['lin_vel'].append(state.base_lin_vel[:2].copy())
+        trace['ang_vel'].append(float(state.base_ang_vel[2]))
+        trace['height'].append(float(state.base_pos[2]))
+        if state.base_pos[2] < config.fall_height or tilt(state.base_quat) > config.fall_tilt:
+            fell = True
+            break
+    trace = {key: np.asarray(value) for key, value in trace.items()}
+    trace['fell'] = fell
+    return trace
+
+
+def segment_errors(trace):
+    """Mean absolute planar-velocity and yaw-rate errors per segment (nan if not reached)."""
+    start, errors = 0.0, {}
+    for index, (name, seconds, _) in enumerate(SCHEDULE):
+        mask = (trace['segment'] == index) & (trace['t'] > start + SETTLE_S)
+        start += seconds
+        if not np.any(mask):
+            errors[name] = {'lin': float('nan'), 'yaw': float('nan')}
+            continue
+        lin = np.linalg.norm(trace['command'][mask, :2] - trace['lin_vel'][mask], axis=1)
+        yaw = np.abs(trace['command'][mask, 2] - trace['ang_vel'][mask])
+        errors[name] = {'lin': float(lin.mean()), 'yaw': float(yaw.mean())}
+    return errors
+
+
+def plot(trace, path, title):
+    """Write commanded versus measured vx, vy, wz of one episode as a PNG."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
+    measured = (trace['lin_vel'][:, 0], trace['lin_vel'][:, 1], trace['ang_vel'])
+    for axis, label, column, value in zip(
+        axes, ('vx m/s', 'vy m/s', 'wz rad/s'), range(3), measured
+    ):
+        axis.plot(trace['t'], trace['command'][:, column], 'k--', label='command')
+        axis.plot(trace['t'], value, label='measured')
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
+    axes[0].legend(loc='upper right')
+    axes[0].set_title(title)
+    axes[-1].set_xlabel('time (s)')
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def evaluate(policy_path, config, plot_path=None):
+    """Evaluate a policy file over config.seeds episodes; return the summary dict."""
+    from loco_policy.policy_file import OnnxPolicy
+    from loco_policy.sim_backends import make_backend
+
+    policy = OnnxPolicy(policy_path)
+    backend = make_backend(config.sim)
+    per_seed, falls, first = [], 0, None
+    for seed in range(config.seeds):
+        trace = run_episode(policy, backend, config, seed)
+        first = trace if first is None else first
+        falls += int(trace['fell'])
+        per_seed.append(segment_errors(trace))
+        print(
+            f'seed {seed}: {"FELL" if trace["fell"] else "ok"} at {trace["t"][-1]:.2f} s',
+            file=sys.stderr,
+        )
+    segments = {}
+    for name, _, _ in SCHEDULE:
+        lin = [e[name]['lin'] for e in per_seed]
+        yaw = [e[name]['yaw'] for e in per_seed]
+        segments[name] = {
+            'lin_err': float(np.nanmean(lin)) if not np.all(np.isnan(lin)) else None,
+            'yaw_err': float(np.nanmean(yaw)) if not np.all(np.isnan(yaw)) else None,
+        }
+    moving = [s for s in segments.values() if s['lin_err'] is not None]
+    if plot_path:
+        plot(first, plot_path, f'{os.path.basename(policy_path)} in {config.sim} (seed 0)')
+    return {
+        'policy': os.path.abspath(policy_path),
+        'sim': config.sim,
+        'seeds': config.seeds,
+        'falls': falls,
+        'mean_lin_err': float(np.mean([s['lin_err'] for s in moving])) if moving else None,
+        'mean_yaw_err': float(np.mean([s['yaw_err'] for s in moving])) if moving else None,
+        'segments': segments,
+        'plot': os.path.abspath(plot_path) if plot_path else None,
+    }
+
+
+def add_arguments(parser):
+    """`loco-train eval FILE [--sim mujoco|warp] [--seeds N] [--plot PNG]`."""
+    parser.add_argument('policy', help='ONNX policy file')
+    parser.add_argument('--sim', default='mujoco', choices=('mujoco', 'warp'))
+    parser.add_argument('--seeds', type=int, default=10)
+    parser.add_argument('--plot', default='', help='PNG of command vs measured (seed 0)')
+
+
+def run(args):
+    """Evaluate, print a table and one JSON line; exit 1 on any fall."""
+    summary = evaluate(args.policy, EvalConfig(sim=args.sim, seeds=args.seeds), args.plot or None)
+    print(f'{"segment":<14}{"lin err m/s":>12}{"yaw err rad/s":>15}')
+    for name, errors in summary['segments'].items():
+        lin = 'n/a' if errors['lin_err'] is None else f'{errors["lin_err"]:.3f}'
+        yaw = 'n/a' if errors['yaw_err'] is None else f'{errors["yaw_err"]:.3f}'
+        print(f'{name:<14}{lin:>12}{yaw:>15}')
+    print(f'falls: {summary["falls"]} of {summary["seeds"]}')
+    print(json.dumps(summary))
+    return 1 if summary['falls'] else 0

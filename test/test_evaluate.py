@@ -1,0 +1,49 @@
+import json
+
+import numpy as np
+import pytest
+
+from loco_policy import spec
+from loco_train import cli
+from loco_train.evaluate import SCHEDULE, schedule_command
+from loco_train.export import DeployedPolicy, export_policy
+from loco_train.normalizer import EmpiricalNormalizer
+from loco_train.sac.actor import SquashedGaussianActor
+
+
+@pytest.fixture(scope='module')
+def standing_policy(tmp_path_factory):
+    """A policy whose action is always 0: q* = q_default, i.e. it stands."""
+    actor = SquashedGaussianActor(
+        spec.OBS_DIM, np.zeros(12), np.ones(12), hidden=(16,), mean_init_std=0.0
+    )
+    path = tmp_path_factory.mktemp('eval') / 'stand.onnx'
+    export_policy(
+        DeployedPolicy(EmpiricalNormalizer(spec.OBS_DIM), actor), str(path), 'test', 0, 0
+    )
+    return path
+
+
+def test_schedule_is_20_seconds_and_ordered():
+    assert sum(seconds for _, seconds, _ in SCHEDULE) == pytest.approx(20.0)
+    assert schedule_command(0.0)[0] == 0
+    index, command = schedule_command(4.0)
+    assert SCHEDULE[index][0] == 'forward_0.5' and command.tolist() == [0.5, 0.0, 0.0]
+
+
+def test_standing_policy_in_mujoco_stands_and_misses_every_moving_command(
+    standing_policy, tmp_path, capsys
+):
+    png = tmp_path / 'eval.png'
+    status = cli.main(
+        ['eval', str(standing_policy), '--sim', 'mujoco', '--seeds', '1', '--plot', str(png)]
+    )
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert status == 0 and summary['falls'] == 0
+    segments = summary['segments']
+    assert segments['stand']['lin_err'] < 0.05 and segments['stand']['yaw_err'] < 0.05
+    # a robot that stands still misses a moving command by the commanded speed
+    assert segments['forward_1.0']['lin_err'] == pytest.approx(1.0, abs=0.05)
+    assert segments['forward_0.5']['lin_err'] == pytest.approx(0.5, abs=0.05)
+    assert segments['turn_1.0']['yaw_err'] == pytest.approx(1.0, abs=0.05)
+    assert png.stat().st_size > 10_000
