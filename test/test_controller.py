@@ -1,0 +1,144 @@
+import numpy as np
+import pytest
+
+from loco_policy import spec
+from loco_policy.controller import Controller, ControllerConfig
+from loco_policy.observation import quat_rotate_inverse
+from loco_policy.policy_file import OnnxPolicy
+from loco_policy.safety import Mode
+from loco_policy.sim_backends import MujocoBackend
+from test.helpers.deploy_fixtures import make_policy_file
+
+DT = spec.CONTROL_DT
+
+
+class Loop:
+    """Controller and MuJoCo backend in one process, stepped on a simulated clock."""
+
+    def __init__(self, policy=None, **config):
+        self.ctrl = Controller(ControllerConfig(**config), policy)
+        self.sim = MujocoBackend()
+        self.t, self.commands, self.rows = 0.0, [], []
+        self.substeps = int(round(DT / self.sim.dt))
+
+    def feed(self):
+        s = self.sim.state()
+        w, x, y, z = s.base_quat
+        self.ctrl.on_joint_state(spec.JOINT_NAMES, s.q, s.qd, s.tau, self.t)
+        self.ctrl.on_imu((x, y, z, w), s.base_ang_vel, self.t)
+        self.ctrl.on_odom(s.base_lin_vel, self.t)
+
+    def run(self, seconds, feed=True):
+        for _ in range(int(round(seconds / DT))):
+            if feed:
+                self.feed()
+            tick = self.ctrl.step(self.t)
+            assert tick.command.is_finite()
+            self.commands.append(tick.command)
+            if tick.row is not None:
+                self.rows.append(tick.row)
+            for _ in range(self.substeps):
+                self.sim.step(tick.command)
+            self.t += DT
+        return self.ctrl.fsm.mode
+
+
+@pytest.fixture(scope='module')
+def policy(tmp_path_factory):
+    return OnnxPolicy(make_policy_file(tmp_path_factory.mktemp('p') / 'p.onnx', weight_scale=0.01))
+
+
+def test_passive_then_stand_reaches_the_default_pose_without_a_policy():
+    loop = Loop(stand_duration=1.0)
+    assert loop.run(0.5) is Mode.PASSIVE and np.all(loop.commands[-1].kp == 0)
+    assert loop.commands[-1].kd.min() > 0
+    ok, _ = loop.ctrl.request('start', loop.t)
+    assert ok and loop.run(2.5) is Mode.STAND
+    assert loop.ctrl.stand_progress(loop.t) == 1.0
+    assert np.allclose(loop.commands[-1].position, spec.DEFAULT_JOINT_POS)
+    assert loop.sim.state().base_pos[2] > 0.4
+    ok, message = loop.ctrl.request('start', loop.t)
+    assert not ok and 'no policy file loaded' in message
+    steps = np.abs(np.diff([c.position for c in loop.commands], axis=0))
+    assert steps.max() <= loop.ctrl.config.max_target_step + 1e-9
+
+
+def test_walk_runs_the_policy_and_streams_consecutive_transitions(policy):
+    loop = Loop(policy, stand_duration=0.5)
+    loop.run(0.1)
+    loop.ctrl.request('start', loop.t)
+    loop.run(0.6)
+    assert loop.ctrl.request('start', loop.t)[0]
+    loop.ctrl.on_cmd_vel(5.0, 0.0, 0.0, loop.t)  # clipped to 1.0
+    assert loop.run(1.0) is Mode.WALK
+    assert loop.ctrl.command.tolist() == [1.0, 0.0, 0.0]
+    assert loop.ctrl.request('stop', loop.t)[0]
+    loop.run(0.1)
+    seqs = [r.seq for r in loop.rows]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    walk = [r for r in loop.rows if r.mode == 'WALK']
+    assert len(walk) == 50 and len({r.episode for r in walk}) == 1
+    assert [r.truncated for r in loop.rows].count(True) == 1
+
+
+def test_stale_inputs_trip_damp_within_three_periods_and_reset_needs_fresh_inputs():
+    loop = Loop()
+    loop.run(0.2)
+    loop.ctrl.request('start', loop.t)
+    loop.run(0.2, feed=False)
+    history = loop.ctrl.fsm.history
+    assert loop.ctrl.fsm.mode is Mode.DAMP and 'watchdog' in loop.ctrl.fsm.fault
+    assert history[-1].time - history[-2].time <= 4 * DT + 1e-9  # limit 3 periods, 1 tick late
+    assert np.all(loop.commands[-1].kp == 0) and loop.commands[-1].mode == 'DAMP'
+    assert not loop.ctrl.request('reset', loop.t)[0]
+    loop.run(0.1)
+    assert loop.ctrl.fsm.mode is Mode.DAMP  # latched
+    assert loop.ctrl.request('reset', loop.t)[0] and loop.ctrl.fsm.mode is Mode.PASSIVE
+
+
+def test_non_finite_policy_output_trips_damp(tmp_path):
+    path = make_policy_file(tmp_path / 'p.onnx')
+    policy = OnnxPolicy(path)
+    loop = Loop(policy, stand_duration=0.2)
+    loop.run(0.1)
+    loop.ctrl.request('start', loop.t)
+    loop.run(0.3)
+    loop.ctrl.request('start', loop.t)
+    policy.act = lambda obs: np.full(12, np.nan)  # the runtime misbehaves mid-run
+    assert loop.run(0.1) is Mode.DAMP
+    assert loop.ctrl.fsm.fault == 'policy produced non-finite actions'
+    assert loop.rows[-1].mode == 'DAMP' and any(r.terminated for r in loop.rows)
+
+
+def test_garbage_inputs_never_produce_a_non_finite_command():
+    rng = np.random.default_rng(0)
+    ctrl = Controller()
+    t = 0.0
+    for i in range(300):
+        scale = 10.0 ** rng.integers(-2, 8)
+        values = rng.standard_normal(12) * scale
+        values[rng.integers(12)] = rng.choice([np.nan, np.inf, 1.0])
+        ctrl.on_joint_state(spec.JOINT_NAMES, values, values, values, t)
+        ctrl.on_imu(rng.standard_normal(4) * scale, rng.standard_normal(3) * scale, t)
+        ctrl.on_odom(rng.standard_normal(3) * scale, t)
+        ctrl.on_cmd_vel(*(rng.standard_normal(3) * scale), t)
+        if i % 50 == 0:
+            ctrl.request(['start', 'reset', 'estop', 'stop'][i // 50 % 4], t)
+        tick = ctrl.step(t)
+        assert tick.command.is_finite()
+        t += DT
+    assert ctrl.rejections > 0 and ctrl.last_rejection
+
+
+def test_tilt_beyond_limits_trips_damp():
+    ctrl = Controller()
+    ctrl.on_joint_state(spec.JOINT_NAMES, spec.DEFAULT_JOINT_POS, np.zeros(12), [], 0.0)
+    ctrl.on_imu((0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0), 0.0)
+    ctrl.on_odom((0.0, 0.0, 0.0), 0.0)
+    assert ctrl.request('start', 0.0)[0]
+    angle = 1.0  # rad of roll, above max_roll 0.8
+    ctrl.on_imu((np.sin(angle / 2), 0.0, 0.0, np.cos(angle / 2)), (0.0, 0.0, 0.0), 0.01)
+    ctrl.step(0.01)
+    assert ctrl.fsm.mode is Mode.DAMP and 'roll 1.00' in ctrl.fsm.fault
+    gravity = quat_rotate_inverse([np.cos(angle / 2), np.sin(angle / 2), 0, 0], [0, 0, -1])
+    assert gravity[1] < 0  # the observation sees the tilt too

@@ -1,0 +1,50 @@
+import os
+
+import pytest
+import yaml
+
+from loco_policy import launch_graph
+
+
+def names(nodes):
+    return [n.name for n in nodes]
+
+
+def test_default_graph_is_sim_robot_and_policy_node_with_config_files():
+    nodes = launch_graph.node_graph(launch_graph.parse_args([]))
+    assert names(nodes) == ['sim_robot', 'policy_node']
+    for node in nodes:
+        with open(node.params_file) as handle:
+            assert 'ros__parameters' in yaml.safe_load(handle)[node.name]
+    assert nodes[0].overrides == {'backend': 'mujoco'} and nodes[1].overrides == {}
+
+
+def test_arguments_select_nodes_and_parameters():
+    args = launch_graph.parse_args(
+        ['use_sim:=false', 'policy:=', 'record:=true', 'bag:=/tmp/b', 'command:=demo']
+    )
+    nodes = launch_graph.node_graph(args)
+    assert names(nodes) == ['policy_node', 'recorder', 'command_source']
+    assert nodes[0].overrides == {'policy': ''} and nodes[1].overrides == {'output': '/tmp/b'}
+    assert nodes[2].overrides['schedule'].startswith('stand:4:0,0,0;forward:8:0.6,0,0')
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="unknown argument 'speed'"):
+        launch_graph.parse_args(['speed:=3'])
+    with pytest.raises(ValueError, match='not name:=value'):
+        launch_graph.parse_args(['record=true'])
+    with pytest.raises(ValueError, match='true or false'):
+        launch_graph.node_graph(launch_graph.parse_args(['record:=maybe']))
+    with pytest.raises(ValueError, match='mujoco or warp'):
+        launch_graph.node_graph(launch_graph.parse_args(['backend:=gazebo']))
+    with pytest.raises(ValueError, match='schedule segment'):
+        launch_graph.node_graph(launch_graph.parse_args(['command:=fast']))
+
+
+def test_every_config_file_is_in_node_form():
+    folder = launch_graph.config_dir()
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name)) as handle:
+            content = yaml.safe_load(handle)
+        assert list(content) == [name[: -len('.yaml')]] and 'ros__parameters' in content[name[:-5]]

@@ -1,0 +1,13 @@
+from loco_policy.loop_stats import LoopStats, percentiles
+
+
+def test_jitter_rate_and_percentiles():
+    stats = LoopStats(period=0.02, window=3)
+    for t in (0.0, 0.02, 0.041, 0.06, 0.08):
+        stats.tick(t)
+    stats.add('inference', 0.0001)
+    recent, total = stats.summary(recent=True), stats.summary(recent=False)
+    assert total['ticks'] == 5 and abs(total['loop_rate_hz'] - 50.0) < 1e-6
+    assert abs(total['jitter_max_ms'] - 1.0) < 1e-6 and recent['inference_p50_ms'] == 0.1
+    assert percentiles([]) == {'p50': 0.0, 'p99': 0.0, 'max': 0.0}
+    assert 'cpu_percent' in total
