@@ -1,0 +1,43 @@
+"""Files that survive a kill mid-write: write a temporary file beside the target, then rename."""
+
+import os
+import tempfile
+
+import torch
+
+
+def atomic_torch_save(obj, path: str) -> None:
+    """torch.save obj to path so that path holds either the old or the new file, never a part."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    # Same directory, so os.replace is a rename on one file system (atomic on POSIX).
+    fd, tmp = tempfile.mkstemp(
+        prefix='.' + os.path.basename(path) + '.', suffix='.tmp', dir=directory
+    )
+    try:
+        with os.fdopen(fd, 'wb') as handle:
+            torch.save(obj, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    # Persist the rename itself (the directory entry); best effort where directories can't sync.
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def torch_load(path: str, map_location=None):
+    """Load a file written by atomic_torch_save (tensors and plain containers only)."""
+    return torch.load(os.fspath(path), map_location=map_location, weights_only=True)

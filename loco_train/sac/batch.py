@@ -1,0 +1,40 @@
+"""What SAC.update consumes: transitions with their n-step return and bootstrap formed."""
+
+from dataclasses import dataclass, fields
+
+import torch
+
+
+@dataclass
+class Batch:
+    """B transitions, each ready for Q_target = reward + discount * (1 - terminated) * V(next_obs).
+
+    The replay buffer builds it with n-step aggregation; the online sidecar can build it from
+    single transitions (reward = r_t, discount = gamma, next_obs = s_{t+1} before any reset).
+    """
+
+    obs: torch.Tensor
+    """s_t (B, obs_dim), raw (the algorithm normalises)."""
+    action: torch.Tensor
+    """a_t (B, action_dim), inside the action bounds."""
+    reward: torch.Tensor
+    """sum_k gamma^k S_k r_{t+k} (B,): discounted reward over the window actually used."""
+    next_obs: torch.Tensor
+    """s~ (B, obs_dim): the state to bootstrap from; after a timeout the pre-reset one."""
+    terminated: torch.Tensor
+    """(B,) 1.0 where the window ended in a real termination (bootstrap 0), else 0.0."""
+    discount: torch.Tensor
+    """gamma^n_eff (B,), n_eff the number of steps in the window."""
+
+    def to(self, device) -> 'Batch':
+        """Return the batch on another device."""
+        return Batch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+    def is_finite(self) -> bool:
+        """Return True when no entry is NaN or infinite."""
+        return bool(
+            torch.stack([torch.isfinite(getattr(self, f.name)).all() for f in fields(self)]).all()
+        )
+
+    def __len__(self) -> int:
+        return self.obs.shape[0]

@@ -1,0 +1,353 @@
+"""`loco-train sac`: the SAC training loop, progress bar, TensorBoard, checkpoints and resume.
+
+The runner owns everything with side effects; the algorithm (loco_train.sac) only updates.
+Each vector step stores N transitions whose next observation is the pre-reset one where an
+episode ended (extras['final_obs']), then runs utd_ratio * N gradient updates.
+"""
+
+from collections import deque
+from dataclasses import asdict, dataclass, field
+import json
+import math
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from loco_train.atomic_io import atomic_torch_save, torch_load
+from loco_train.sac import bounds_from_box, ReplayBuffer, SAC, SACConfig
+
+if TYPE_CHECKING:
+    from loco_train.vec_env import VecEnv
+
+
+@dataclass
+class RunnerConfig:
+    """What the SAC training loop does around the updates."""
+
+    env: str = 'gymnasium:Pendulum-v1'
+    """Environment: 'anymal' or 'gymnasium:<ID>' (any Box-action gymnasium id)."""
+    num_envs: int = 4
+    """N, environments stepped together."""
+    total_steps: int = 20_000
+    """Environment transitions to collect in total (all N environments together)."""
+    learning_starts: int = 1_000
+    """Transitions collected before the first gradient update."""
+    random_steps: int = 0
+    """Transitions collected with uniform random actions inside the bounds before the policy."""
+    replay_capacity: int = 1_000_000
+    """Replay buffer capacity in transitions."""
+    seed: int = 0
+    """Seed of torch, numpy and the environments."""
+    device: str = 'cpu'
+    """Torch device of networks, replay buffer and (for torch environments) the env."""
+    log_dir: str = ''
+    """Run directory for TensorBoard events and checkpoints; '' picks logs/sac/<env>-<time>."""
+    log_interval: int = 1_000
+    """Transitions between TensorBoard writes."""
+    checkpoint_interval: int = 10_000
+    """Transitions between checkpoints (0: only the final one)."""
+    save_replay: bool = False
+    """Also save the replay buffer (replay.pt) with every checkpoint."""
+    eval_episodes: int = 10
+    """Deterministic evaluation episodes at the end (0 to skip)."""
+    return_window: int = 20
+    """Completed training episodes averaged into the reported return."""
+    progress: bool = True
+    """Show a tqdm progress bar on stderr."""
+    sac: SACConfig = field(default_factory=SACConfig)
+    """The algorithm's hyperparameters."""
+
+
+class SACRunner:
+    """Collect transitions from a VecEnv, feed SAC.update, log, checkpoint, resume."""
+
+    def __init__(self, env: 'VecEnv', config: RunnerConfig):
+        self.env, self.cfg = env, config
+        b, c = bounds_from_box(env.action_low, env.action_high)
+        self.sac = SAC(env.obs_dim, b, c, config.sac, config.device)
+        self.buffer = ReplayBuffer(
+            config.replay_capacity, env.num_envs, env.obs_dim, env.action_dim, config.device
+        )
+        self.run_dir = config.log_dir or os.path.join(
+            'logs', 'sac', config.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S')
+        )
+        self.steps = 0  # transitions collected
+        self.update_credit = 0.0  # updates owed: utd_ratio per transition, fractions carried
+        self.recent_returns = deque(maxlen=config.return_window)
+        self.episodes = 0
+        self.writer = None
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    @property
+    def checkpoint_path(self) -> str:
+        """Where save() writes the checkpoint."""
+        return os.path.join(self.run_dir, 'checkpoint.pt')
+
+    def save(self) -> str:
+        """Write the checkpoint (and the replay buffer if configured) atomically; return path."""
+        state = {
+            'sac': self.sac.state_dict(),
+            'runner': asdict(self.cfg) | {'sac': None},
+            'steps': self.steps,
+            'update_credit': self.update_credit,
+            'episodes': self.episodes,
+            'recent_returns': list(self.recent_returns),
+            'torch_rng': torch.get_rng_state(),
+            'numpy_rng': np.random.get_state()[1],
+        }
+        if self.cfg.save_replay:
+            self.buffer.save(os.path.join(self.run_dir, 'replay.pt'))
+        atomic_torch_save(state, self.checkpoint_path)
+        return self.checkpoint_path
+
+    def load(self, path: str) -> None:
+        """Resume from a checkpoint (and replay.pt beside it, if present); envs start fresh."""
+        state = torch_load(path, map_location=self.cfg.device)
+        self.sac.load_state_dict(state['sac'])
+        self.steps, self.episodes = int(state['steps']), int(state['episodes'])
+        self.update_credit = float(state['update_credit'])
+        self.recent_returns.extend(state['recent_returns'])
+        torch.set_rng_state(state['torch_rng'].cpu())
+        np.random.seed(int(state['numpy_rng'][0]))
+        replay = os.path.join(os.path.dirname(os.path.abspath(path)), 'replay.pt')
+        if os.path.exists(replay):
+            self.buffer.load(replay)
+
+    # -- training ------------------------------------------------------------------------------
+
+    def _random_actions(self) -> torch.Tensor:
+        low = torch.as_tensor(self.env.action_low, dtype=torch.float32)
+        high = torch.as_tensor(self.env.action_high, dtype=torch.float32)
+        u = torch.rand(self.env.num_envs, self.env.action_dim)
+        return (low + (high - low) * u).to(self.cfg.device)
+
+    def learn(self) -> dict:
+        """Train until total_steps transitions; return the summary (also logged)."""
+        from torch.utils.tensorboard import SummaryWriter  # slow import, only when training
+
+        cfg, env, N = self.cfg, self.env, self.env.num_envs
+        self.writer = SummaryWriter(self.run_dir)
+        obs = env.reset(seed=cfg.seed + self.steps)
+        episode_return = torch.zeros(N, device=cfg.device)
+        sums, count, last_log, start = {}, 0, self.steps, time.time()
+        bar = tqdm(
+            total=cfg.total_steps, initial=self.steps, unit='step', disable=not cfg.progress
+        )
+        while self.steps < cfg.total_steps:
+            if self.steps < cfg.random_steps:
+                actions = self._random_actions()
+            else:
+                actions = self.sac.act(obs)
+            next_obs, reward, terminated, truncated, extras = env.step(actions)
+            # The transition's successor is the pre-reset observation where an episode ended.
+            self.buffer.add(obs, actions, reward, extras['final_obs'], terminated, truncated)
+            self.sac.normalizer.update(obs)
+            done = terminated | truncated
+            episode_return += reward
+            if done.any():
+                self.recent_returns.extend(episode_return[done].tolist())
+                self.episodes += int(done.sum())
+                episode_return[done] = 0.0
+            obs = next_obs
+            self.steps += N
+            bar.update(N)
+            if self.steps >= cfg.learning_starts:
+                self.update_credit += cfg.sac.utd_ratio * N
+                while self.update_credit >= 1.0:
+                    self.update_credit -= 1.0
+                    batch = self.buffer.sample(cfg.sac.batch_size, cfg.sac.n_step, cfg.sac.gamma)
+                    for key, value in self.sac.update(batch).items():
+                        sums[key] = sums.get(key, 0.0) + value
+                    count += 1
+            if self.steps - last_log >= cfg.log_interval or self.steps >= cfg.total_steps:
+                rate = (self.steps - last_log) / max(time.time() - start, 1e-9)
+                self._log({k: v / max(count, 1) for k, v in sums.items()}, rate)
+                if self.recent_returns:
+                    bar.set_postfix(ret=f'{np.mean(self.recent_returns):.1f}')
+                sums, count, last_log, start = {}, 0, self.steps, time.time()
+            if cfg.checkpoint_interval and self.steps % cfg.checkpoint_interval < N:
+                self.save()
+        bar.close()
+        self.save()
+        summary = self.summary()
+        self.writer.close()
+        return summary
+
+    def _log(self, metrics: dict, rate: float) -> None:
+        """Write averaged update metrics and episode statistics to TensorBoard."""
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, self.steps)
+        if self.recent_returns:
+            self.writer.add_scalar(
+                'train/episode_return', np.mean(self.recent_returns), self.steps
+            )
+        self.writer.add_scalar('perf/env_steps_per_s', rate, self.steps)
+        self.writer.add_scalar('train/updates', self.sac.num_updates, self.steps)
+
+    @torch.no_grad()
+    def evaluate(self, episodes: int) -> float:
+        """Mean return of the deterministic policy b + c tanh(mu) over the next `episodes`."""
+        env = self.env
+        obs = env.reset(seed=self.cfg.seed + 10_000)
+        running = torch.zeros(env.num_envs, device=self.cfg.device)
+        returns = []
+        while len(returns) < episodes:
+            obs, reward, terminated, truncated, _ = env.step(self.sac.act(obs, deterministic=True))
+            running += reward
+            done = terminated | truncated
+            returns += running[done].tolist()
+            running[done] = 0.0
+        return float(np.mean(returns[:episodes]))
+
+    def summary(self) -> dict:
+        """The run's result: the final average training return and the deterministic return."""
+        eval_return = self.evaluate(self.cfg.eval_episodes) if self.cfg.eval_episodes else None
+        final = float(np.mean(self.recent_returns)) if self.recent_returns else None
+        if self.writer is not None and eval_return is not None:
+            self.writer.add_scalar('eval/episode_return', eval_return, self.steps)
+        return {
+            'algorithm': 'sac',
+            'env': self.cfg.env,
+            'env_steps': self.steps,
+            'episodes': self.episodes,
+            'final_return': final,
+            'return_window': len(self.recent_returns),
+            'eval_return': eval_return,
+            'eval_episodes': self.cfg.eval_episodes,
+            'updates': self.sac.num_updates,
+            'skipped_updates': self.sac.num_skipped,
+            'alpha': float(self.sac.alpha),
+            'checkpoint': self.checkpoint_path,
+        }
+
+
+# -- command line ------------------------------------------------------------------------------
+
+ARGUMENTS = {
+    # flag: (config attribute, in RunnerConfig or its .sac)
+    'env': 'env',
+    'num_envs': 'num_envs',
+    'total_steps': 'total_steps',
+    'learning_starts': 'learning_starts',
+    'random_steps': 'random_steps',
+    'replay_capacity': 'replay_capacity',
+    'seed': 'seed',
+    'device': 'device',
+    'log_dir': 'log_dir',
+    'checkpoint_interval': 'checkpoint_interval',
+    'eval_episodes': 'eval_episodes',
+    'utd_ratio': 'sac.utd_ratio',
+    'n_step': 'sac.n_step',
+    'batch_size': 'sac.batch_size',
+    'num_critics': 'sac.num_critics',
+    'sigma0': 'sac.sigma0',
+    'actor_update_interval': 'sac.actor_update_interval',
+}
+
+HELP = {
+    'env': "'gymnasium:<ID>' (any Box-action gymnasium id) or 'anymal'",
+    'num_envs': 'environments stepped together',
+    'total_steps': 'environment transitions in total, all envs together',
+    'learning_starts': 'transitions before the first update',
+    'random_steps': 'transitions with uniform random actions first',
+    'replay_capacity': 'replay buffer capacity in transitions',
+    'seed': 'seed of torch, numpy and the environments',
+    'device': 'torch device',
+    'log_dir': 'run directory for TensorBoard and checkpoints (default logs/sac/<env>-<time>)',
+    'checkpoint_interval': 'transitions between checkpoints, 0 = end only',
+    'eval_episodes': 'deterministic evaluation episodes at the end',
+    'utd_ratio': 'gradient updates per collected transition',
+    'n_step': 'n of the n-step return',
+    'batch_size': 'transitions per gradient update',
+    'num_critics': 'Q-networks in the ensemble',
+    'sigma0': 'initial policy standard deviation',
+    'actor_update_interval': 'critic updates per actor update',
+}
+
+
+PRESETS = {
+    # Starting point for the ANYmal task, untuned (the environment does not exist yet): many
+    # environments, a larger network and a learning rate about 10x below PPO's (paper, Sec. 5).
+    'anymal': {
+        'num_envs': 4096,
+        'learning_starts': 4096 * 8,
+        'replay_capacity': 4096 * 1000,
+        'sac.actor_hidden': (512, 256, 128),
+        'sac.critic_hidden': (512, 256, 128),
+        'sac.activation': 'elu',
+        'sac.actor_lr': 1e-4,
+        'sac.critic_lr': 1e-4,
+        'sac.alpha_lr': 1e-4,
+        'sac.batch_size': 4096,
+        'sac.utd_ratio': 1 / 256,
+        'sac.n_step': 3,
+    },
+}
+"""Overrides of RunnerConfig/SACConfig defaults per --env; explicit flags override them again."""
+
+
+def _set(cfg: RunnerConfig, attr: str, value) -> None:
+    """Set 'name' on cfg or 'sac.name' on cfg.sac."""
+    owner, name = (cfg.sac, attr[4:]) if attr.startswith('sac.') else (cfg, attr)
+    setattr(owner, name, value)
+
+
+def add_arguments(parser) -> None:
+    """Add `loco-train sac` options; defaults come from RunnerConfig, SACConfig and PRESETS."""
+    runner = RunnerConfig()
+    for flag, attr in ARGUMENTS.items():
+        owner, name = (runner.sac, attr[4:]) if attr.startswith('sac.') else (runner, attr)
+        default = getattr(owner, name)
+        help_text = f'{HELP[flag]} (default {default!r} or the --env preset)'
+        parser.add_argument('--' + flag.replace('_', '-'), type=type(default), help=help_text)
+    parser.add_argument('--save-replay', action='store_true', help='checkpoint the replay buffer')
+    parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
+    parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
+
+
+def config_from_args(args) -> RunnerConfig:
+    """Build the RunnerConfig (with its SACConfig): defaults, then the env's preset, then flags."""
+    cfg = RunnerConfig(save_replay=args.save_replay, progress=not args.no_progress)
+    env = args.env or cfg.env
+    for attr, value in PRESETS.get(env, {}).items():
+        _set(cfg, attr, value)
+    for flag, attr in ARGUMENTS.items():
+        if getattr(args, flag) is not None:
+            _set(cfg, attr, getattr(args, flag))
+    return cfg
+
+
+def run(args) -> int:
+    """Train SAC and print one JSON line with the final average return."""
+    from loco_train.vec_env import make_env  # imports gymnasium
+
+    cfg = config_from_args(args)
+    if args.resume and not cfg.log_dir:
+        cfg.log_dir = os.path.dirname(os.path.abspath(args.resume))
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    try:
+        env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed)
+    except NotImplementedError as error:
+        print(f'loco-train sac: {error}', file=sys.stderr)
+        return 2
+    try:
+        runner = SACRunner(env, cfg)
+        if args.resume:
+            runner.load(args.resume)
+        summary = runner.learn()
+    finally:
+        env.close()
+    print(json.dumps({k: _json_safe(v) for k, v in summary.items()}), flush=True)
+    return 0
+
+
+def _json_safe(value):
+    """Map non-finite floats to None so the JSON line stays valid."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
