@@ -1,0 +1,100 @@
+"""Domain randomisation of the velocity task: sensor noise, mass, friction, pushes, PD gains."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from loco_policy import spec
+
+
+@dataclass
+class RandomizationConfig:
+    """What is randomised and by how much; `enabled=False` turns every item off."""
+
+    enabled: bool = True
+    """Master switch."""
+    noise_base_lin_vel: float = 0.1
+    """Uniform noise half-width on the base linear velocity (m/s) before scaling."""
+    noise_base_ang_vel: float = 0.2
+    """... on the base angular velocity (rad/s)."""
+    noise_gravity: float = 0.05
+    """... on the projected gravity (unit vector)."""
+    noise_joint_pos: float = 0.01
+    """... on joint positions (rad)."""
+    noise_joint_vel: float = 1.5
+    """... on joint velocities (rad/s)."""
+    mass_offset: tuple = (-2.0, 5.0)
+    """Base mass offset range (kg): payloads and model error."""
+    friction: tuple = (0.4, 1.2)
+    """Ground friction coefficient range."""
+    kp_scale: tuple = (0.9, 1.1)
+    """Multiplier range on the PD stiffness, per environment and joint."""
+    kd_scale: tuple = (0.8, 1.2)
+    """Multiplier range on the PD damping, per environment and joint."""
+    push_interval_s: float = 8.0
+    """Mean seconds between base-velocity kicks of an environment (0: no pushes)."""
+    push_velocity: float = 0.5
+    """Half-width (m/s) of the uniform planar velocity kick."""
+
+
+def _uniform(generator, low, high, shape):
+    """Uniform samples in [low, high) as float64 numpy (shape)."""
+    u = torch.rand(shape, generator=generator, dtype=torch.float64).numpy()
+    return low + (high - low) * u
+
+
+def sample_params(num_envs, config, generator=None):
+    """Per-env simulator parameters kp, kd (N, 12), mass_offset, mu (N,) as numpy arrays."""
+    n, j = num_envs, spec.NUM_JOINTS
+    if not config.enabled:
+        return {
+            'kp': np.tile(spec.KP, (n, 1)),
+            'kd': np.tile(spec.KD, (n, 1)),
+            'mass_offset': np.zeros(n),
+            'mu': np.full(n, float(np.mean(config.friction))),
+        }
+    return {
+        'kp': spec.KP * _uniform(generator, *config.kp_scale, (n, j)),
+        'kd': spec.KD * _uniform(generator, *config.kd_scale, (n, j)),
+        'mass_offset': _uniform(generator, *config.mass_offset, (n,)),
+        'mu': _uniform(generator, *config.friction, (n,)),
+    }
+
+
+def noise_scale(config):
+    """(48,) half-width of the uniform observation noise, in scaled observation units."""
+    if not config.enabled:
+        return np.zeros(spec.OBS_DIM)
+    raw = {
+        'base_lin_vel': config.noise_base_lin_vel,
+        'base_ang_vel': config.noise_base_ang_vel,
+        'projected_gravity': config.noise_gravity,
+        'command': 0.0,
+        'joint_pos': config.noise_joint_pos,
+        'joint_vel': config.noise_joint_vel,
+        'last_action': 0.0,
+    }
+    width = np.concatenate([np.full(term.dim, raw[term.name]) for term in spec.OBSERVATION])
+    return width * spec.observation_scale()
+
+
+def add_observation_noise(obs, scale, generator=None):
+    """Obs (N, 48) plus uniform noise of half-width scale (48,) (no gradient through the noise)."""
+    if not torch.any(scale > 0):
+        return obs
+    u = torch.rand(obs.shape, generator=generator, dtype=obs.dtype, device=obs.device)
+    return obs + (2.0 * u - 1.0) * scale
+
+
+def push_mask(num_envs, dt, config, generator=None):
+    """(N,) bool: environments kicked this control step (Poisson with the configured rate)."""
+    if not config.enabled or config.push_interval_s <= 0.0:
+        return torch.zeros(num_envs, dtype=torch.bool)
+    return torch.rand(num_envs, generator=generator) < dt / config.push_interval_s
+
+
+def push_velocity(num_envs, config, generator=None):
+    """(N, 2) planar base-velocity kicks (m/s), uniform in +-push_velocity."""
+    u = torch.rand(num_envs, 2, generator=generator, dtype=torch.float64)
+    return (2.0 * u - 1.0) * config.push_velocity
