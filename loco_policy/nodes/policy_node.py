@@ -134,13 +134,21 @@ class PolicyNode(Node):
             self.get_logger().error(error, throttle_duration_sec=1.0)
             self.publish_status()
 
+    def _log(self, level, text):
+        """Log at a level given by name (rclpy needs one call site per severity)."""
+        if level == 'error':
+            self.get_logger().error(text)
+        elif level == 'warning':
+            self.get_logger().warning(text)
+        else:
+            self.get_logger().info(text)
+
     def _service(self, name):
         """Return the Trigger callback of one state-machine request."""
 
         def handle(request, response):
             response.success, response.message = self.controller.request(name, time.monotonic())
-            log = self.get_logger().info if response.success else self.get_logger().warning
-            log(f'{name}: {response.message}')
+            self._log('info' if response.success else 'warning', f'{name}: {response.message}')
             self.publish_status(force=True)
             return response
 
@@ -163,7 +171,7 @@ class PolicyNode(Node):
         if tick.inference_s:
             self.stats.add('inference', tick.inference_s)
         for level, text in tick.events:
-            getattr(self.get_logger(), level)(text)
+            self._log(level, text)
         if tick.events:
             self.publish_status(force=True)
         if tick.row is not None:

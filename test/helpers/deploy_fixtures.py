@@ -131,6 +131,7 @@ class Probe:
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.status, self.statuses, self.commands, self.batches = {}, [], [], []
+        self.clients = {}  # service name -> client, reused
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         self.node.create_subscription(String, '/policy/status', self._on_status, latched)
@@ -144,9 +145,11 @@ class Probe:
         self.statuses.append(self.status)
 
     def _on_command(self, msg):
+        import time
+
         self.commands.append(
             (msg.header.frame_id, list(msg.name), list(msg.position), list(msg.velocity),
-             list(msg.effort))
+             list(msg.effort), time.monotonic())
         )  # fmt: skip
 
     def spin(self, seconds):
@@ -172,13 +175,14 @@ class Probe:
         """Call a std_srvs/Trigger service; return (success, message)."""
         from std_srvs.srv import Trigger
 
-        client = self.node.create_client(Trigger, service)
+        if service not in self.clients:
+            self.clients[service] = self.node.create_client(Trigger, service)
+        client = self.clients[service]
         if not client.wait_for_service(timeout_sec=timeout):
             return False, f'{service} unavailable'
         future = client.call_async(Trigger.Request())
         self.executor.spin_until_future_complete(future, timeout_sec=timeout)
         result = future.result()
-        self.node.destroy_client(client)
         return (result.success, result.message) if result else (False, 'no response')
 
     def set_bool(self, node, name, value, timeout=10.0):
@@ -186,7 +190,10 @@ class Probe:
         from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
         from rcl_interfaces.srv import SetParameters
 
-        client = self.node.create_client(SetParameters, f'/{node}/set_parameters')
+        service = f'/{node}/set_parameters'
+        if service not in self.clients:
+            self.clients[service] = self.node.create_client(SetParameters, service)
+        client = self.clients[service]
         if not client.wait_for_service(timeout_sec=timeout):
             return False
         value = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=value)

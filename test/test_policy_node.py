@@ -1,0 +1,246 @@
+"""policy_node over real DDS: against sim_robot, with bad inputs, with bad policy files."""
+
+import os
+import time
+
+import pytest
+
+from loco_policy import spec, transition
+from loco_policy.nodes.policy_node import SHIPPED_POLICY
+from test.helpers.deploy_fixtures import (
+    all_finite,
+    make_policy_file,
+    Probe,
+    ros_env,
+    start_node,
+    stop_process,
+)
+
+pytestmark = pytest.mark.ros
+
+
+class Graph:
+    """Node processes of one test on its own domain, plus a Probe; stopped at the end."""
+
+    def __init__(self, name, tmp_path):
+        self.name, self.tmp, self.env, self.procs = name, tmp_path, ros_env(name), {}
+        self.probe = Probe(name)
+
+    def start(self, module, *params):
+        args = [a for p in params for a in ('-p', p)]
+        log = self.tmp / f'{module}.log'
+        self.procs[module] = start_node(module, args, self.env, log)
+
+    def log(self, module):
+        return (self.tmp / f'{module}.log').read_text()
+
+    def close(self):
+        for proc in self.procs.values():
+            stop_process(proc)
+        self.probe.close()
+
+
+@pytest.fixture
+def graph(request, tmp_path):
+    g = Graph(request.node.name, tmp_path)
+    yield g
+    g.close()
+
+
+class FakeRobot:
+    """Publishes /joint_states, /imu, /odom from the test process (to inject bad input)."""
+
+    def __init__(self, probe):
+        from nav_msgs.msg import Odometry
+        from sensor_msgs.msg import Imu, JointState
+
+        self.JointState, self.Imu, self.Odometry = JointState, Imu, Odometry
+        node = probe.node
+        topics = ((JointState, '/joint_states'), (Imu, '/imu'), (Odometry, '/odom'))
+        self.pubs = [node.create_publisher(t, n, 10) for t, n in topics]
+        self.names, self.q = list(spec.JOINT_NAMES), list(spec.DEFAULT_JOINT_POS)
+        self.qd, self.lin_vel = [0.0] * 12, 0.0
+        node.create_timer(0.01, self.publish)
+
+    def publish(self):
+        js = self.JointState(name=self.names, position=self.q, velocity=self.qd)
+        imu = self.Imu()
+        imu.orientation.w = 1.0
+        odom = self.Odometry()
+        odom.twist.twist.linear.x = self.lin_vel
+        for pub, msg in zip(self.pubs, (js, imu, odom)):
+            pub.publish(msg)
+
+    def good(self):
+        self.names, self.q = list(spec.JOINT_NAMES), list(spec.DEFAULT_JOINT_POS)
+        self.qd, self.lin_vel = [0.0] * 12, 0.0
+
+
+def wait_mode(probe, mode, timeout=5.0):
+    return probe.spin_until(lambda: probe.status.get('mode') == mode, timeout)
+
+
+def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    diagnostics = []
+    graph.probe.node.create_subscription(DiagnosticArray, '/diagnostics', diagnostics.append, 10)
+    policy = make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01)
+    graph.start('sim_robot')
+    graph.start('policy_node', f'policy:={policy}', 'stand_duration:=1.0')
+    probe = graph.probe
+    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
+    assert probe.status['policy']['provenance']['algorithm'] == 'test-random-mlp'
+    assert probe.call('/policy_node/start') == (True, 'STAND: moving to the default pose')
+    assert probe.spin_until(lambda: probe.status.get('stand_progress') == 1.0, 5.0)
+    ok, message = probe.call('/policy_node/start')
+    assert ok, message
+    probe.spin(1.5)
+    assert probe.status['mode'] == 'WALK', probe.status
+    assert probe.call('/policy_node/stop')[0]
+    probe.spin(0.3)
+    walk = [c for c in probe.commands if c[0] == 'WALK']
+    assert len(walk) > 40 and all_finite(probe.commands)
+    assert walk[-1][2][12:] == spec.KP.tolist()  # kp rides in the '<joint>/gains' entries
+    rows = []
+    for m in probe.batches:
+        dims = [(d.label, d.size, d.stride) for d in m.layout.dim]
+        rows += transition.unpack_rows(dims, m.data)
+    assert transition.gaps(rows) == [] and len(rows) >= 50
+    assert {'STAND', 'WALK'} <= {r.mode for r in rows}
+    keys = {v.key: v.value for v in diagnostics[-1].status[0].values}
+    assert 45.0 < float(keys['loop_rate_hz']) < 55.0 and 'jitter_p99_ms' in keys
+
+
+@pytest.mark.skipif(
+    not os.path.isfile(SHIPPED_POLICY), reason='no trained policy is shipped yet (SHAC issue)'
+)
+def test_walks_forward_with_the_shipped_policy(graph):
+    from geometry_msgs.msg import Twist
+    from nav_msgs.msg import Odometry
+
+    odom = []
+    graph.probe.node.create_subscription(
+        Odometry, '/odom', lambda m: odom.append(m.twist.twist.linear.x), 10
+    )
+    cmd = graph.probe.node.create_publisher(Twist, '/cmd_vel', 10)
+    graph.start('sim_robot')
+    graph.start('policy_node', 'stand_duration:=1.0')
+    probe = graph.probe
+    assert probe.spin_until(probe.inputs_fresh, 20.0)
+    assert probe.call('/policy_node/start')[0]
+    probe.spin(1.5)
+    assert probe.call('/policy_node/start')[0]
+    twist = Twist()
+    twist.linear.x = 0.6
+    end = time.monotonic() + 5.0
+    while time.monotonic() < end and not (odom and odom[-1] > 0.3):
+        cmd.publish(twist)
+        probe.spin(0.05)
+    assert odom and odom[-1] > 0.3
+
+
+def test_watchdog_damps_within_three_periods_and_latches_until_reset(graph):
+    from sensor_msgs.msg import JointState
+
+    last_state = []
+    graph.probe.node.create_subscription(
+        JointState, '/joint_states', lambda m: last_state.append(time.monotonic()), 10
+    )
+    graph.start('sim_robot')
+    graph.start('policy_node', "policy:=''")
+    probe = graph.probe
+    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
+    ok, message = probe.call('/policy_node/start')
+    assert ok, message
+    probe.spin(0.3)
+    assert probe.set_bool('sim_robot', 'publishing', False)
+    assert wait_mode(probe, 'DAMP', 2.0), probe.status
+    assert 'watchdog: stale /joint_states' in probe.status['fault']
+    probe.spin(0.3)
+    first_damp = next(i for i, c in enumerate(probe.commands) if c[0] == 'DAMP')
+    damp = probe.commands[first_damp:]
+    assert all(c[2][12:] == [0.0] * 12 and min(c[3][12:]) > 0 for c in damp)  # kp 0, kd > 0
+    damp_at = probe.commands[first_damp][5]
+    silent_from = max(t for t in last_state if t < damp_at)
+    # limit 3 periods (60 ms), checked every period (+20 ms), plus DDS delivery to the probe
+    assert damp_at - silent_from < 3 * spec.CONTROL_DT + spec.CONTROL_DT + 0.05
+    ok, message = probe.call('/policy_node/reset')
+    assert not ok and 'reset refused: inputs still faulty' in message, graph.log('policy_node')
+    assert probe.set_bool('sim_robot', 'publishing', True)
+    probe.spin(0.5)
+    assert probe.status['mode'] == 'DAMP'  # latched while inputs are fine again
+    assert probe.call('/policy_node/reset') == (True, 'PASSIVE: fault cleared')
+    assert all_finite(probe.commands)
+    assert last_state  # sensors reached the probe
+
+
+def test_bad_inputs_are_rejected_clearly_and_never_yield_non_finite_commands(graph):
+    from geometry_msgs.msg import Twist
+
+    robot = FakeRobot(graph.probe)
+    cmd = graph.probe.node.create_publisher(Twist, '/cmd_vel', 10)
+    graph.start('policy_node', "policy:=''")
+    probe = graph.probe
+    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
+
+    def rejected(text, timeout=3.0):
+        return probe.spin_until(lambda: text in probe.status.get('last_rejection', ''), timeout)
+
+    robot.names = list(reversed(spec.JOINT_NAMES[:11])) + ['RH_KNEE']
+    assert rejected("unknown ['RH_KNEE']")
+    assert "missing ['RH_KFE']" in probe.status['last_rejection']
+    robot.good()
+    robot.qd = [0.0] * 11
+    assert rejected('array lengths rejected: 12 names, 12 positions, 11 velocities')
+    robot.good()
+    robot.lin_vel = 1e6
+    assert rejected('/odom rejected: |linear velocity| 1e+06')
+    assert wait_mode(probe, 'DAMP') and 'linear velocity' in probe.status['fault']
+    robot.good()
+    probe.spin(0.2)
+    assert probe.call('/policy_node/reset')[0]
+    robot.q = [float('nan')] + list(spec.DEFAULT_JOINT_POS[1:])
+    assert rejected('non-finite position') and wait_mode(probe, 'DAMP')
+    robot.good()
+    twist = Twist()
+    twist.linear.x, twist.angular.z = 1e6, float('nan')
+    cmd.publish(twist)
+    assert rejected('/cmd_vel rejected: non-finite command')
+    twist.angular.z = -1e6
+    cmd.publish(twist)
+    assert probe.spin_until(lambda: probe.status.get('command') == [1.0, 0.0, -1.0], 3.0) or (
+        probe.call('/policy_node/estop') and probe.status.get('command') == [1.0, 0.0, -1.0]
+    )
+    assert graph.procs['policy_node'].poll() is None and all_finite(probe.commands)
+    assert len(probe.commands) > 20
+    log = graph.log('policy_node')
+    assert "unknown ['RH_KNEE']" in log and 'non-finite position' in log
+
+
+@pytest.mark.parametrize('kind', ['corrupt', 'joint_order', 'obs_size', 'none'])
+def test_bad_policy_files_are_refused_and_walk_is_refused_naming_why(graph, kind):
+    path = str(graph.tmp / 'policy.onnx')
+    if kind == 'corrupt':
+        good = make_policy_file(graph.tmp / 'good.onnx')
+        open(path, 'wb').write(open(good, 'rb').read()[:2000])
+        expected = 'not a loadable ONNX model'
+    elif kind == 'joint_order':
+        make_policy_file(path, joint_names=list(reversed(spec.JOINT_NAMES)))
+        expected = 'joint order'
+    elif kind == 'obs_size':
+        make_policy_file(path, obs_dim=45)
+        expected = 'input obs width 45 is not 48'
+    else:
+        path, expected = '', "no policy file given (policy:='')"
+    FakeRobot(graph.probe)
+    graph.start('policy_node', f'policy:={path!r}', 'stand_duration:=0.2')
+    probe = graph.probe
+    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
+    assert probe.status['policy'] is None and expected in probe.status['policy_error']
+    assert probe.call('/policy_node/start')[0]
+    probe.spin(0.5)
+    ok, message = probe.call('/policy_node/start')
+    assert not ok and message.startswith('WALK refused') and expected in message
+    assert probe.status['mode'] == 'STAND' and all_finite(probe.commands)
+    assert expected in graph.log('policy_node')
