@@ -1,0 +1,105 @@
+"""loco-launch as a real process group: Ctrl-C and SIGTERM leave no node process alive."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from loco_policy.bag_writer import list_splits
+from loco_policy.launch_graph import node_graph, parse_args
+from loco_policy.launcher import command_line
+from test.helpers.deploy_fixtures import ros_env
+
+pytestmark = pytest.mark.ros
+
+
+def launch(name, tmp_path, *args):
+    log = open(tmp_path / 'launch.log', 'w+b')
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'loco_policy.launcher', *args],
+        env=ros_env(name), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    return proc, tmp_path / 'launch.log'
+
+
+def wait_for(path, pattern, count, timeout=30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = re.findall(pattern, path.read_text())
+        if len(found) >= count:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f'{pattern!r} x{count} not in:\n{path.read_text()}')
+
+
+def alive(pid):
+    try:
+        os.killpg(pid, 0)  # any process left in the node's own process group?
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_stops_every_node_and_closes_the_bag(request, tmp_path):
+    bag = tmp_path / 'bag'
+    proc, log = launch(request.node.name, tmp_path, 'record:=true', f'bag:={bag}', "policy:=''")
+    try:
+        pids = [int(p) for p in wait_for(log, r'started \w+ \(pid (\d+)\)', 3)]
+        wait_for(log, r'\[recorder\] .*recording', 1)
+        wait_for(log, r'\[sim_robot\] .*publishing at', 1)
+        time.sleep(1.0)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not any(alive(pid) for pid in pids)
+    text = log.read_text()
+    assert '[policy_node] [WARN]' in text and '[sim_robot] [INFO]' in text  # prefixed output
+    assert "exit codes {'sim_robot': 0, 'policy_node': 0, 'recorder': 0}" in text
+    assert len(list_splits(str(bag))) == 1  # the recorder closed its split on SIGINT
+
+
+def test_sigterm_stops_every_node(request, tmp_path):
+    proc, log = launch(request.node.name, tmp_path, 'use_sim:=false', 'command:=demo')
+    try:
+        pids = [int(p) for p in wait_for(log, r'started \w+ \(pid (\d+)\)', 2)]
+        wait_for(log, r'\[command_source\] .*segment stand', 1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not any(alive(pid) for pid in pids)
+
+
+def test_a_failing_node_stops_the_graph_with_its_exit_code(request, tmp_path):
+    proc, log = launch(request.node.name, tmp_path, 'backend:=warp', "policy:=''")
+    try:
+        code = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    if code == 0 or 'sim_robot exited' not in text:
+        pytest.skip('the Warp backend started: nothing failed here')
+    assert code == 2 and "backend 'warp'" in text and 'loco_train.sim' in text
+    assert 'policy_node' in text and 'stopped: exit codes' in text
+
+
+def test_command_lines_use_the_config_and_quote_parameters():
+    nodes = node_graph(parse_args(["policy:=''", 'record:=true']))
+    argv = command_line(nodes[1])
+    assert argv[1:3] == ['-m', 'loco_policy.nodes.policy_node']
+    assert argv[argv.index('--params-file') + 1].endswith('config/policy_node.yaml')
+    assert argv[-2:] == ['-p', 'policy:=""']
+    assert (
+        subprocess.run(
+            [sys.executable, '-m', 'loco_policy.launcher', 'speed:=3'], capture_output=True
+        ).returncode
+        == 2
+    )
