@@ -147,12 +147,15 @@ def run(args):
     have_file = bool(policy) and os.path.isfile(policy)
     say = print
     say(f'loco_policy demo: simulated ANYmal C (MuJoCo) + policy_node + recorder; output {out}')
+    if not os.path.isfile(SHIPPED_POLICY):
+        say(f'NOTE: no trained policy is shipped yet ({SHIPPED_POLICY} is absent).')
     if not have_file:
         say(
-            f'NOTE: no trained policy is shipped yet ({policy or "none given"} is absent). The '
-            'demo stands the robot up through the state machine and does not walk; WALK is '
-            'refused by policy_node, as it must be without a policy.'
+            f'No policy file ({policy or "none given"}): the demo stands the robot up through '
+            'the state machine and does not walk; policy_node refuses WALK without a policy.'
         )
+    elif policy != SHIPPED_POLICY:
+        say(f'Running the given policy file {policy}; it walks only if it was trained to.')
     log = open(os.path.join(out, 'launch.log'), 'wb')
     stack = start_stack(out, policy if have_file else '', log)
     op = Operator()

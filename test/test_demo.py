@@ -1,0 +1,34 @@
+"""`make demo`'s program, short: the stack comes up, stands through the services, reports."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from loco_policy.nodes.policy_node import SHIPPED_POLICY
+from test.helpers.deploy_fixtures import ros_env
+
+pytestmark = pytest.mark.ros
+
+
+def test_demo_without_a_policy_stands_and_says_so(request, tmp_path):
+    out = tmp_path / 'demo'
+    result = subprocess.run(
+        [sys.executable, '-m', 'loco_policy.demo', '--policy', '', '--out', str(out),
+         '--stand-wait', '2.5', '--stand-only', '2'],
+        env=ros_env(request.node.name), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    summary = json.loads(lines[-1])
+    assert 'no trained policy is shipped yet' in result.stdout
+    assert summary['walked'] is False and summary['falls'] == 0
+    assert summary['state_transitions'] == 'PASSIVE -> STAND -> PASSIVE'
+    assert 45.0 < summary['loop_rate_hz'] < 55.0
+    assert summary['base_height_m']['min'] > 0.4
+    assert summary['policy_shipped'] is os.path.isfile(SHIPPED_POLICY)
+    assert summary['bag_counts']['/joint_states'] > 500
+    assert open(summary['plot'], 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
+    assert any(line.startswith('control loop rate (Hz)') for line in lines)
