@@ -79,6 +79,7 @@ class Controller:
         self.last_rejection = ''
         self.rejections = 0
         self._events = []
+        self._pending = (None, None, None)  # (obs, action, last action) of the last step
         version = policy.contract.file_sha256[:8] if policy else '0'
         self.policy_version = int(version, 16)
 
@@ -217,8 +218,12 @@ class Controller:
         scale = self.policy.contract.action_scale
         return self.policy.contract.default_joint_pos + scale * action, action, elapsed
 
-    def step(self, now):
-        """Run one control period at monotonic time now (s); return the Tick."""
+    def step(self, now, defer_row=False):
+        """Run one control period at monotonic time now (s); return the Tick.
+
+        With defer_row the transition row is left out of the Tick (off the latency path) and
+        take_row() returns it; call it before the next step.
+        """
         self._check_faults(now)
         obs = self.observation()
         mode, inference, action = self.fsm.mode, 0.0, None
@@ -250,17 +255,20 @@ class Controller:
         self.prev_target = command.position.copy()
         if action is None:
             action = (command.position - spec.DEFAULT_JOINT_POS) / spec.ACTION_SCALE
-        tick = Tick(command, self._row(obs, action), inference, self._events)
+        self._pending = (obs, action, self.last_action)
+        tick = Tick(command, None if defer_row else self.take_row(), inference, self._events)
         self._events = []
         self.last_action = action
         return tick
 
-    def _row(self, obs, action):
-        """The transition row of this tick, or None before every input arrived."""
+    def take_row(self):
+        """The transition row of the last step, or None before every input arrived."""
+        obs, action, last_action = self._pending
+        self._pending = (None, None, None)
         if obs is None:
             return None
         rewards = reward_terms(
-            self.lin_vel, self.ang_vel, self.quat, self.command, self.tau, action, self.last_action
+            self.lin_vel, self.ang_vel, self.quat, self.command, self.tau, action, last_action
         )
         row = TransitionRow(
             seq=self.seq,

@@ -142,3 +142,13 @@ def test_tilt_beyond_limits_trips_damp():
     assert ctrl.fsm.mode is Mode.DAMP and 'roll 1.00' in ctrl.fsm.fault
     gravity = quat_rotate_inverse([np.cos(angle / 2), np.sin(angle / 2), 0, 0], [0, 0, -1])
     assert gravity[1] < 0  # the observation sees the tilt too
+
+
+def test_deferred_row_matches_the_inline_row(policy):
+    loop = Loop(policy)
+    loop.run(0.1)
+    loop.feed()
+    tick = loop.ctrl.step(loop.t, defer_row=True)
+    row = loop.ctrl.take_row()
+    assert tick.row is None and row.seq == loop.rows[-1].seq + 1 and row.mode == 'PASSIVE'
+    assert loop.ctrl.take_row() is None  # taken once

@@ -13,6 +13,7 @@ from loco_policy.policy_file import (
     PolicyFileError,
     session_options,
 )
+from loco_policy.random_policy import ALGORITHM
 from test.helpers.deploy_fixtures import contract_metadata, make_policy_file
 
 
@@ -32,7 +33,7 @@ def test_valid_file_loads_with_its_contract_and_acts_finitely(good):
     contract = policy.contract
     assert contract.joint_names == spec.JOINT_NAMES
     assert np.allclose(contract.kp, spec.KP) and contract.control_dt == spec.CONTROL_DT
-    assert len(contract.version) == 12 and contract.provenance['algorithm'] == 'test-random-mlp'
+    assert len(contract.version) == 12 and contract.provenance['algorithm'] == ALGORITHM
     action = policy.act(np.ones(spec.OBS_DIM, dtype=np.float32))
     assert action.shape == (spec.ACTION_DIM,) and np.all(np.isfinite(action))
     assert set(json.loads(json.dumps(policy.describe()))) == {'path', 'version', 'provenance'}

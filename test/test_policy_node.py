@@ -5,8 +5,9 @@ import time
 
 import pytest
 
-from loco_policy import spec, transition
+from loco_policy import spec
 from loco_policy.nodes.policy_node import SHIPPED_POLICY
+from loco_policy.random_policy import ALGORITHM, transition
 from test.helpers.deploy_fixtures import (
     all_finite,
     make_policy_file,
@@ -90,7 +91,7 @@ def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
     graph.start('policy_node', f'policy:={policy}', 'stand_duration:=1.0')
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
-    assert probe.status['policy']['provenance']['algorithm'] == 'test-random-mlp'
+    assert probe.status['policy']['provenance']['algorithm'] == ALGORITHM
     assert probe.call('/policy_node/start') == (True, 'STAND: moving to the default pose')
     assert probe.spin_until(lambda: probe.status.get('stand_progress') == 1.0, 5.0)
     ok, message = probe.call('/policy_node/start')

@@ -158,7 +158,7 @@ class PolicyNode(Node):
         """One control period: step the controller, publish command and transitions."""
         start = time.perf_counter()
         self.stats.tick(time.monotonic())
-        tick = self.controller.step(time.monotonic())
+        tick = self.controller.step(time.monotonic(), defer_row=True)
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = tick.command.mode
@@ -174,8 +174,9 @@ class PolicyNode(Node):
             self._log(level, text)
         if tick.events:
             self.publish_status(force=True)
-        if tick.row is not None:
-            self.batch.append(tick.row)
+        row = self.controller.take_row()  # after the publish: off the latency path
+        if row is not None:
+            self.batch.append(row)
             if len(self.batch) >= self.batch_size:
                 self.publish_transitions()
 

@@ -1,6 +1,5 @@
 """Test helpers for the deployment side: ONNX policy files and isolated ROS 2 environments."""
 
-import hashlib
 import json
 import os
 import subprocess
@@ -9,6 +8,7 @@ import sys
 import numpy as np
 
 from loco_policy import spec
+from loco_policy.random_policy import write_random_policy
 from test.ros_env import isolated_ros_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,51 +29,9 @@ def contract_metadata(**overrides):
     return meta
 
 
-def make_policy_file(
-    path, hidden=(64, 64), obs_dim=None, act_dim=None, seed=0, weight_scale=0.1, nan=False, **meta
-):
-    """Write a random tanh-MLP ONNX policy file with full contract metadata; return the path."""
-    import onnx
-    from onnx import helper, numpy_helper, TensorProto
-
-    obs_dim = spec.OBS_DIM if obs_dim is None else obs_dim
-    act_dim = spec.ACTION_DIM if act_dim is None else act_dim
-    rng = np.random.default_rng(seed)
-    sizes = (obs_dim, *hidden, act_dim)
-    nodes, inits, last = [], [], 'obs'
-    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
-        w = (rng.standard_normal((n_in, n_out)) * weight_scale).astype(np.float32)
-        b = np.zeros(n_out, dtype=np.float32)
-        if nan and i == len(sizes) - 2:
-            b[0] = np.nan
-        inits += [numpy_helper.from_array(w, f'w{i}'), numpy_helper.from_array(b, f'b{i}')]
-        out = 'actions' if i == len(sizes) - 2 else f'h{i}'
-        nodes.append(
-            helper.make_node(
-                'Gemm', [last, f'w{i}', f'b{i}'], [f'z{i}' if out != 'actions' else out]
-            )
-        )
-        if out != 'actions':
-            nodes.append(helper.make_node('Tanh', [f'z{i}'], [out]))
-        last = out
-    graph = helper.make_graph(
-        nodes,
-        'policy',
-        [helper.make_tensor_value_info('obs', TensorProto.FLOAT, ['batch', obs_dim])],
-        [helper.make_tensor_value_info('actions', TensorProto.FLOAT, ['batch', act_dim])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)])
-    model.ir_version = 9
-    digest = hashlib.sha256(b''.join(t.SerializeToString() for t in model.graph.initializer))
-    values = contract_metadata(**meta)
-    if values['provenance'].get('weights_sha256', 0) is None:
-        values['provenance'] = dict(values['provenance'], weights_sha256=digest.hexdigest())
-    for key, value in values.items():
-        entry = model.metadata_props.add()
-        entry.key, entry.value = key, json.dumps(value)
-    onnx.save(model, str(path))
-    return str(path)
+def make_policy_file(path, **kwargs):
+    """Write a random-weight ONNX policy file with the full contract; return the path."""
+    return write_random_policy(path, **kwargs)
 
 
 def ros_env(name):
