@@ -99,7 +99,6 @@ class SACRunner:
             'episodes': self.episodes,
             'recent_returns': list(self.recent_returns),
             'torch_rng': torch.get_rng_state(),
-            'numpy_rng': np.random.get_state()[1],
         }
         if self.cfg.save_replay:
             self.buffer.save(os.path.join(self.run_dir, 'replay.pt'))
@@ -114,7 +113,6 @@ class SACRunner:
         self.update_credit = float(state['update_credit'])
         self.recent_returns.extend(state['recent_returns'])
         torch.set_rng_state(state['torch_rng'].cpu())
-        np.random.seed(int(state['numpy_rng'][0]))
         replay = os.path.join(os.path.dirname(os.path.abspath(path)), 'replay.pt')
         if os.path.exists(replay):
             self.buffer.load(replay)
@@ -157,8 +155,9 @@ class SACRunner:
             obs = next_obs
             self.steps += N
             bar.update(N)
-            if self.steps >= cfg.learning_starts:
-                self.update_credit += cfg.sac.utd_ratio * N
+            fresh = self.steps - max(self.steps - N, cfg.learning_starts)  # past learning_starts
+            if fresh > 0:
+                self.update_credit += cfg.sac.utd_ratio * fresh
                 while self.update_credit >= 1.0:
                     self.update_credit -= 1.0
                     batch = self.buffer.sample(cfg.sac.batch_size, cfg.sac.n_step, cfg.sac.gamma)
