@@ -78,7 +78,9 @@ def run(args, work):
     log = open(os.path.join(work, 'nodes.log'), 'wb')
     sim = start('sim_robot', [], env, log)
     node_proc = start(
-        'policy_node', [f'policy:={policy}', f'stats_file:={stats_file}', 'stand_duration:=1.0'],
+        'policy_node',
+        [f'policy:={policy}', f'stats_file:={stats_file}', 'stand_duration:=1.0',
+         f'realtime_priority:={args.rt_priority}'],
         env, log,
     )  # fmt: skip
     os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST')
@@ -126,6 +128,7 @@ def summarize(stats, cpu, policy, steps, args):
     result = {
         'bench': 'deploy_policy_loop',
         'seconds_in_walk': args.seconds,
+        'realtime_priority': args.rt_priority,
         'policy': policy,
         'policy_algorithm': (stats.get('policy') or {}).get('provenance', {}).get('algorithm'),
         'mode_at_end': stats.get('mode'),
@@ -156,6 +159,9 @@ def main(argv=None):
     parser.add_argument('--seconds', type=float, default=60.0, help='seconds in WALK')
     parser.add_argument('--policy', default='', help='policy file (default: random MLP)')
     parser.add_argument('--hidden', default='512,256,128', help='random MLP hidden sizes')
+    parser.add_argument(
+        '--rt-priority', type=int, default=0, help="policy_node's realtime_priority (SCHED_FIFO)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix='loco_bench_') as work:
         result = run(args, work)

@@ -27,6 +27,7 @@ from loco_policy import joint_command, spec, transition
 from loco_policy.controller import Controller, ControllerConfig
 from loco_policy.loop_stats import LoopStats
 from loco_policy.policy_file import OnnxPolicy, PolicyFileError
+from loco_policy.realtime import set_realtime_priority
 
 SHIPPED_POLICY = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'policies', 'anymal_c_walk.onnx'
@@ -61,11 +62,14 @@ class PolicyNode(Node):
         self.declare_parameter('transition_batch', 10)  # rows per /replay/transitions message
         self.declare_parameter('diagnostics_period', 1.0)  # s
         self.declare_parameter('stats_file', '')  # run summary JSON written at shutdown
-        names = [*vars(defaults), 'policy', 'transition_batch', 'diagnostics_period', 'stats_file']
+        self.declare_parameter('realtime_priority', 0)  # SCHED_FIFO 1-99; 0 = normal
+        names = [*vars(defaults), 'policy', 'transition_batch', 'diagnostics_period', 'stats_file',
+                 'realtime_priority']  # fmt: skip
         p = {n: self.get_parameter(n).value for n in names if self.has_parameter(n)}
         config = ControllerConfig(
             **{k: float(p[k]) for k in vars(defaults) if k in p and k != 'control_dt'}
         )
+        self.get_logger().info(set_realtime_priority(int(p['realtime_priority'])))
         policy, reason = load_policy(p['policy'])
         if policy is None:
             self.get_logger().warning(f'policy: {reason}')
