@@ -51,15 +51,23 @@ class NodeSpec:
 
 
 def config_dir():
-    """The config/ directory: the source tree's, else the installed share/loco_policy/config."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for candidate in (
-        os.path.join(here, 'config'),
-        os.path.join(sys.prefix, 'share', PACKAGE, 'config'),
-    ):
+    """The config/ directory: the source tree's, else an install prefix's share/loco_policy/config.
+
+    Install prefixes searched: those above this package (a colcon or pip install), then
+    AMENT_PREFIX_PATH, then sys.prefix.
+    """
+    package = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(os.path.dirname(package), 'config')]
+    parent = package
+    while os.path.dirname(parent) != parent:
+        parent = os.path.dirname(parent)
+        candidates.append(os.path.join(parent, 'share', PACKAGE, 'config'))
+    prefixes = os.environ.get('AMENT_PREFIX_PATH', '').split(os.pathsep) + [sys.prefix]
+    candidates += [os.path.join(p, 'share', PACKAGE, 'config') for p in prefixes if p]
+    for candidate in candidates:
         if os.path.isfile(os.path.join(candidate, 'policy_node.yaml')):
             return candidate
-    raise FileNotFoundError('loco_policy config/ not found in the source tree or share/')
+    raise FileNotFoundError(f'loco_policy config/ not found; looked in {candidates}')
 
 
 def parse_args(argv):
