@@ -116,6 +116,21 @@ def stop_stack(proc, timeout=20.0):
     return proc.returncode
 
 
+def start_standing(op, say, attempts=3):
+    """Call start (PASSIVE -> STAND); reset first when a startup hiccup latched DAMP."""
+    for _ in range(attempts):
+        if op.status.get('mode') == 'DAMP':
+            say(f'startup fault latched: {op.status.get("fault")}; calling reset')
+            say(f'reset -> {op.call("reset")[1]}')
+            op.spin(0.3)
+        ok, message = op.call('start')
+        say(f'start -> {message}')
+        if ok:
+            return ok, message
+        op.spin(0.5)
+    return ok, message
+
+
 def drive(op, stack, schedule, samples, heights, say):
     """Publish the schedule on /cmd_vel at 20 Hz, sampling odometry; return when done."""
     start = time.monotonic()
@@ -169,9 +184,11 @@ def run(args):
         walking = bool(op.status.get('policy'))
         if have_file and not walking:
             say(f'policy refused: {op.status.get("policy_error")}')
-        ok, message = op.call('start')
+        ok, message = start_standing(op, say)
         steps.append(('start', ok, message))
-        say(f'start -> {message}')
+        if not ok:
+            raise RuntimeError(f'start refused: {message}')
+        run_start = time.monotonic()
         op.spin(float(args.stand_wait))
         if walking:
             ok, message = op.call('start')
@@ -186,6 +203,7 @@ def run(args):
         say(f'stop -> {message}')
         op.spin(1.0)
         transitions = op.transitions
+        steps.append(('run_start', True, run_start))
     finally:
         op.close()
         stop_stack(stack)
@@ -214,7 +232,10 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say):
     with open(os.path.join(out, 'policy_stats.json')) as handle:
         stats = json.load(handle)
     errors = demo_metrics.segment_errors(samples, [s.name for s in schedule])
-    n_falls = demo_metrics.falls(heights, stats.get('mode_history', []))
+    modes = stats.get('mode_history', [])
+    n_falls = demo_metrics.falls(heights, modes)
+    run_start = next(s[2] for s in steps if s[0] == 'run_start')
+    run_faults = demo_metrics.faults(modes, since=run_start)
     splits = list_splits(os.path.join(out, 'bag'))
     counts = {}
     for split in splits:
@@ -241,6 +262,7 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say):
         ('policy', stats['policy']['path'] if stats.get('policy') else 'none (WALK refused)'),
         ('state transitions', history),
         ('falls', n_falls),
+        ('faults during the run', '; '.join(run_faults) or 'none'),
         ('base height min / final (m)', f'{height["min"]} / {height["final"]}' if height else '-'),
         ('control loop rate (Hz)', f'{figures["loop_rate_hz"]}' + ('' if loop_ok else ' MISSED')),
         ('period jitter p50 / p99 / max (ms)', ' / '.join(str(v) for v in jitter.values())),
@@ -258,6 +280,7 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say):
         'policy_shipped': os.path.isfile(SHIPPED_POLICY),
         'state_transitions': history,
         'falls': n_falls,
+        'faults': run_faults,
         **figures,
         'base_height_m': height,
         'tracking': errors,
@@ -267,11 +290,10 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say):
         'bag_counts': counts,
         'plot': png,
     }
-    code = 0 if n_falls == 0 and loop_ok else 1
+    code = 0 if n_falls == 0 and loop_ok and not run_faults else 1
     if code:
-        reasons = (['the robot fell'] if n_falls else []) + (
-            [] if loop_ok else ['loop rate missed']
-        )
+        reasons = (['the robot fell'] if n_falls else []) + [f'fault: {f}' for f in run_faults]
+        reasons += [] if loop_ok else ['loop rate missed']
         say('FAILED: ' + '; '.join(reasons))
     return code, result
 

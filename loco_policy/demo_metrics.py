@@ -42,11 +42,20 @@ def segment_errors(samples, segments):
 
 
 def falls(heights, mode_history):
-    """Count falls: DAMP entries not asked for by estop, or the base under FALL_HEIGHT."""
-    count = sum(1 for h in mode_history if h['to'] == 'DAMP' and h['reason'] != 'estop requested')
+    """Count falls: DAMP entries for base tilt, or (if none) the base under FALL_HEIGHT once."""
+    count = sum(1 for h in mode_history if h['to'] == 'DAMP' and 'tilt' in h['reason'])
     if count == 0 and len(heights) and min(heights) < FALL_HEIGHT:
         count = 1
     return count
+
+
+def faults(mode_history, since=float('-inf')):
+    """Reasons of the DAMP entries at or after monotonic time `since` (s), estops excluded."""
+    return [
+        h['reason']
+        for h in mode_history
+        if h['to'] == 'DAMP' and h['t'] >= since and h['reason'] != 'estop requested'
+    ]
 
 
 def loop_ok(stats, nominal_hz):

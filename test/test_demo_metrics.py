@@ -14,8 +14,16 @@ def test_segment_errors_skip_the_settling_time():
 def test_falls_loop_check_and_table():
     assert demo_metrics.falls([0.5, 0.5], []) == 0
     assert demo_metrics.falls([0.5, 0.2], []) == 1
-    assert demo_metrics.falls([0.5], [{'to': 'DAMP', 'reason': 'base tilt'}]) == 1
-    assert demo_metrics.falls([0.5], [{'to': 'DAMP', 'reason': 'estop requested'}]) == 0
+    assert demo_metrics.falls([0.5], [{'to': 'DAMP', 'reason': 'base tilt roll 1.2 rad'}]) == 1
+    assert demo_metrics.falls([0.5], [{'to': 'DAMP', 'reason': 'watchdog: stale /imu'}]) == 0
+    history = [
+        {'t': 1.0, 'to': 'DAMP', 'reason': 'watchdog: stale /imu'},
+        {'t': 2.0, 'to': 'PASSIVE', 'reason': 'reset'},
+        {'t': 3.0, 'to': 'DAMP', 'reason': 'estop requested'},
+        {'t': 4.0, 'to': 'DAMP', 'reason': 'policy produced non-finite actions'},
+    ]
+    assert demo_metrics.faults(history) == [history[0]['reason'], history[3]['reason']]
+    assert demo_metrics.faults(history, since=1.5) == [history[3]['reason']]
     assert demo_metrics.loop_ok({'loop_rate_hz': 49.9}, 50.0)
     assert not demo_metrics.loop_ok({'loop_rate_hz': 40.0}, 50.0)
     text = demo_metrics.table([{'a': 1, 'b': 'xyz'}], ['a', 'b'])
