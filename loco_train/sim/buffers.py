@@ -1,0 +1,85 @@
+"""Per-substep arrays: every substep owns fresh arrays so nothing the tape needs is overwritten."""
+
+from types import SimpleNamespace
+
+import warp as wp
+
+
+def substep_buffers(spec, sp, num_envs, iterations, contact, device, requires_grad):
+    """Allocate the arrays one substep writes (shapes in the kernels' comments)."""
+    n, nq, nv, nb, nu, nc = num_envs, spec.nq, spec.nv, spec.nbody, spec.nu, spec.ncontact
+    Float, Vec3, Vec6, Mat33, Quat = sp.Float, sp.Vec3, sp.Vec6, sp.Mat33, sp.Quat
+
+    def new(shape, dtype=Float):
+        return wp.zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    buf = SimpleNamespace(
+        qmid=new((n, nq)),
+        xpos=new((n, nb), Vec3),
+        xquat=new((n, nb), Quat),
+        cin_i=new((n, nb), Mat33),
+        cin_h=new((n, nb), Vec3),
+        cin_m=new((n, nb)),
+        cdof=new((n, nv), Vec6),
+        crb_i=new((n, nb), Mat33),
+        crb_h=new((n, nb), Vec3),
+        crb_m=new((n, nb)),
+        H=new((n, nv, nv)),
+        cvel=new((n, nb), Vec6),
+        cacc=new((n, nb), Vec6),
+        fbody=new((n, nb), Vec6),
+        cfrc=new((n, nb), Vec6),
+        bias=new((n, nv)),
+        tau=new((n, max(nu, 1))),
+        f=new((n, nv)),
+        S=new((n, nv, nv)),
+        L=new((n, nv, nv)),
+        sy=new((n, nv)),
+        y=new((n, nv)),
+        sx=new((n, nv)),
+        qacc=new((n, nv)),
+        qvel_free=new((n, nv)),
+        force=new((n, max(nc, 1)), Vec3),
+        qvel_out=new((n, nv)),
+        qpos_out=new((n, nq)),
+    )
+    if contact != 'none' and nc:
+        buf.phi = new((n, nc))
+        buf.J = new((n, nc, nv), Vec3)
+    if contact == 'soft' and nc:
+        buf.f_contact = new((n, nv))
+        buf.vc = new((n, nc), Vec3)
+        buf.local = new((n, nc), Vec3)
+    if contact in ('hard', 'smooth') and nc:
+        buf.SY = new((n, nv, nc), Vec3)
+        buf.Y = new((n, nv, nc), Vec3)
+        buf.G = new((n, nc, nc), Mat33)
+        buf.b = new((n, nc), Vec3)
+        buf.weight = new((n, nc))
+        buf.dinv = new((n, nc), Mat33)
+        buf.U = new((n, iterations, nc), Vec3)
+        buf.lam = new((n, iterations + 1, nc), Vec3)
+        buf.sdv = new((n, nv))
+        buf.dv = new((n, nv))
+    return buf
+
+
+def observe_buffers(spec, sp, num_envs, device, requires_grad):
+    """Arrays of the end-of-step observation: kinematics, feet and shape clearances."""
+    n, nv, nb = num_envs, spec.nv, spec.nbody
+    nc, ns = max(spec.ncontact, 1), max(spec.nshape, 1)
+
+    def new(shape, dtype=sp.Float):
+        return wp.zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    return SimpleNamespace(
+        xpos=new((n, nb), sp.Vec3),
+        xquat=new((n, nb), sp.Quat),
+        cin_i=new((n, nb), sp.Mat33),
+        cin_h=new((n, nb), sp.Vec3),
+        cin_m=new((n, nb)),
+        cdof=new((n, nv), sp.Vec6),
+        foot_pos=new((n, nc), sp.Vec3),
+        foot_vel=new((n, nc), sp.Vec3),
+        clearance=new((n, ns)),
+    )

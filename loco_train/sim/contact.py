@@ -1,0 +1,132 @@
+"""Point contacts of spheres on the ground plane: distances, Jacobian, Delassus operator.
+
+Each contact c has a frame (n, t1, t2) of the plane; its Jacobian row block J_c (3 x nv) maps
+generalised velocity to the contact point's velocity in that frame. With H = L L^T,
+Y = L^-1 J^T and the Delassus operator G = J H^-1 J^T = Y^T Y, never forming H^-1.
+"""
+
+from types import SimpleNamespace
+
+import warp as wp
+
+from loco_train.sim.model import SHAPE_BOX, SHAPE_CAPSULE, SHAPE_CYLINDER
+
+
+def build(sp, module):
+    """Kernels for one scalar type `sp`."""
+    Float, Vec3, Vec6, Mat33, Quat = sp.Float, sp.Vec3, sp.Vec6, sp.Mat33, sp.Quat
+
+    @wp.kernel(module=module)
+    def contact_jacobian(
+        xpos: wp.array2d(dtype=Vec3),  # (N, nbody)
+        xquat: wp.array2d(dtype=Quat),  # (N, nbody)
+        cdof: wp.array2d(dtype=Vec6),  # (N, nv)
+        md: sp.ModelData,
+        phi: wp.array2d(dtype=Float),  # (N, nc) signed distance sphere to plane (m)
+        J: wp.array3d(dtype=Vec3),  # (N, nc, nv) [n; t1; t2] . d(point velocity)/d(qd)
+    ):
+        """Signed distances and contact Jacobians; entries of dofs not moving c stay zero."""
+        e = wp.tid()
+        n = md.ground_normal
+        for c in range(md.nc):
+            b = md.contact_body[c]
+            center = xpos[e, b] + wp.quat_rotate(xquat[e, b], md.contact_pos[c])
+            phi[e, c] = wp.dot(n, center - md.ground_point) - md.contact_radius[c]
+            offset = center - md.contact_radius[c] * n - xpos[e, md.body_root[b]]
+            for k in range(md.contact_ndof[c]):
+                j = md.contact_dofs[c, k]
+                v = sp.point_velocity(cdof[e, j], offset)
+                J[e, c, j] = Vec3(wp.dot(n, v), wp.dot(md.ground_t1, v), wp.dot(md.ground_t2, v))
+
+    @wp.kernel(module=module)
+    def delassus(
+        L: wp.array3d(dtype=Float),  # (N, nv, nv) Cholesky factor of H
+        J: wp.array3d(dtype=Vec3),  # (N, nc, nv)
+        qvel: wp.array2d(dtype=Float),  # (N, nv) contact-free velocity
+        SY: wp.array3d(dtype=Vec3),  # (N, nv, nc) scratch sums of the forward substitution
+        Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-1 J^T
+        G: wp.array3d(dtype=Mat33),  # (N, nc, nc) 3x3 blocks of J H^-1 J^T
+        b: wp.array2d(dtype=Vec3),  # (N, nc) contact velocity J qd without impulses (m/s)
+    ):
+        """Delassus operator through the Cholesky factor, and the free contact velocities."""
+        e = wp.tid()
+        nv = L.shape[1]
+        nc = J.shape[1]
+        for c in range(nc):
+            u = Vec3(Float(0.0), Float(0.0), Float(0.0))
+            for j in range(nv):
+                u = u + J[e, c, j] * qvel[e, j]
+            b[e, c] = u
+            for i in range(nv):
+                s = Vec3(Float(0.0), Float(0.0), Float(0.0))
+                for k in range(i):
+                    s = s + L[e, i, k] * Y[e, k, c]
+                SY[e, i, c] = s
+                Y[e, i, c] = (J[e, c, i] - SY[e, i, c]) / L[e, i, i]
+        for c in range(nc):
+            for c2 in range(c, nc):
+                g = wp.outer(Y[e, 0, c], Y[e, 0, c2])
+                for i in range(1, nv):
+                    g = g + wp.outer(Y[e, i, c], Y[e, i, c2])
+                G[e, c, c2] = g
+                if c2 != c:
+                    G[e, c2, c] = wp.transpose(g)
+
+    @wp.kernel(module=module)
+    def contact_points(
+        xpos: wp.array2d(dtype=Vec3),  # (N, nbody)
+        xquat: wp.array2d(dtype=Quat),  # (N, nbody)
+        cdof: wp.array2d(dtype=Vec6),  # (N, nv)
+        qvel: wp.array2d(dtype=Float),  # (N, nv)
+        md: sp.ModelData,
+        pos: wp.array2d(dtype=Vec3),  # (N, nc) sphere centres, world (m)
+        vel: wp.array2d(dtype=Vec3),  # (N, nc) sphere-centre velocities, world (m/s)
+    ):
+        """Positions and velocities of the contact spheres' centres (feet)."""
+        e = wp.tid()
+        for c in range(md.nc):
+            b = md.contact_body[c]
+            center = xpos[e, b] + wp.quat_rotate(xquat[e, b], md.contact_pos[c])
+            offset = center - xpos[e, md.body_root[b]]
+            v = Vec3(Float(0.0), Float(0.0), Float(0.0))
+            for k in range(md.contact_ndof[c]):
+                j = md.contact_dofs[c, k]
+                v = v + sp.point_velocity(cdof[e, j], offset) * qvel[e, j]
+            pos[e, c] = center
+            vel[e, c] = v
+
+    @wp.kernel(module=module, enable_backward=False)
+    def shape_clearance(
+        xpos: wp.array2d(dtype=Vec3),  # (N, nbody)
+        xquat: wp.array2d(dtype=Quat),  # (N, nbody)
+        md: sp.ModelData,
+        clearance: wp.array2d(dtype=Float),  # (N, nshape) lowest point above the plane (m)
+    ):
+        """Distance from each box/cylinder/capsule shape to the ground (negative: penetrating)."""
+        e = wp.tid()
+        n = md.ground_normal
+        for s in range(md.ns):
+            b = md.shape_body[s]
+            kind = md.shape_type[s]
+            center = xpos[e, b] + wp.quat_rotate(xquat[e, b], md.shape_pos[s])
+            quat = xquat[e, b] * md.shape_quat[s]
+            size = md.shape_size[s]
+            height = wp.dot(n, center - md.ground_point)
+            ax = wp.abs(wp.dot(n, wp.quat_rotate(quat, Vec3(Float(1.0), Float(0.0), Float(0.0)))))
+            ay = wp.abs(wp.dot(n, wp.quat_rotate(quat, Vec3(Float(0.0), Float(1.0), Float(0.0)))))
+            az = wp.abs(wp.dot(n, wp.quat_rotate(quat, Vec3(Float(0.0), Float(0.0), Float(1.0)))))
+            if kind == SHAPE_BOX:
+                height = height - ax * size[0] - ay * size[1] - az * size[2]
+            if kind == SHAPE_CAPSULE:
+                height = height - az * size[1] - size[0]
+            if kind == SHAPE_CYLINDER:
+                radial = wp.sqrt(wp.max(Float(1.0) - az * az, Float(0.0)))
+                height = height - az * size[1] - radial * size[0]
+            clearance[e, s] = height
+
+    return SimpleNamespace(
+        contact_jacobian=contact_jacobian,
+        delassus=delassus,
+        contact_points=contact_points,
+        shape_clearance=shape_clearance,
+    )

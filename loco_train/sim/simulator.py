@@ -1,0 +1,366 @@
+"""The batched, differentiable rigid-body simulator (N environments, one model, Warp kernels).
+
+One control step = `substeps` Moreau steps of dt = control_dt / substeps:
+    q_mid = q + dt/2 qd                                   (positions to the midpoint)
+    H, h, J, phi at q_mid;  tau = PD(q_mid, qd)            (dynamics and contacts at the midpoint)
+    qd_free = qd + dt H^-1 (tau - h - damping qd)          (Cholesky solve, no inverse)
+    qd+ = qd_free + H^-1 J^T lambda                        (PGS impulses; or soft forces in H^-1 f)
+    q+ = q_mid + dt/2 qd+                                  (second half step, quaternion normalised)
+dt = 0.005 s by default (4 substeps per 20 ms control step): stable for ANYmal's stiffest
+dynamics (PD gains kp 80 N m/rad on ~0.01 kg m^2 links give natural periods of ~70 ms, and
+impulse-based contact has no stiffness limit); 0.0025 s (8 substeps) is recommended for the soft
+model with stiffness above 5e4 N/m.
+"""
+
+import numpy as np
+import warp as wp
+
+from loco_train.sim.buffers import observe_buffers, substep_buffers
+from loco_train.sim.config import SimConfig
+from loco_train.sim.kernels import kernel_set
+from loco_train.sim.model import model_spec
+
+PARAMS = ('kp', 'kd', 'tau_max', 'armature', 'mass_offset', 'mu')
+"""Per-environment parameters: (N, nu) gains, limits, armature; (N,) base mass offset, friction."""
+
+
+def _host(x, dtype):
+    """Anything array-like (numpy, torch, list) as a float numpy array."""
+    if hasattr(x, 'detach'):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=dtype)
+
+
+class Simulator:
+    """N copies of one MuJoCo model stepped by Warp kernels; state in MuJoCo's coordinates."""
+
+    def __init__(self, model, num_envs=1, config=None, **overrides):
+        """Build from a compiled mujoco.MjModel for `num_envs` environments."""
+        config = config or SimConfig()
+        for name, value in overrides.items():
+            setattr(config, name, value)
+        self.config = config.validate()
+        self.model = model
+        self.spec = model_spec(model)
+        if config.contact != 'none' and not self.spec.has_ground:
+            raise ValueError('contact model needs a ground plane in the world body')
+        self.num_envs = int(num_envs)
+        self.device = wp.get_device(config.device)
+        self.np_dtype = np.float32 if config.dtype == 'float32' else np.float64
+        self.k = kernel_set(config.dtype)
+        self.sp = self.k.sp
+        self.md = self._model_data()
+        self.zeros_nv = self._array(np.zeros((self.num_envs, self.spec.nv)))
+        self.zeros_nu = self._array(np.zeros((self.num_envs, max(self.spec.nu, 1))))
+        self.params = {}
+        self.set_params(**self.default_params())
+        self._substeps = None
+        self._observe = None
+        self.invalid = np.zeros(self.num_envs, dtype=bool)
+        """(N,) True where the state became non-finite or implausible (terminate those envs)."""
+        qpos = np.tile(model.qpos0, (self.num_envs, 1))
+        self.set_state(qpos, np.zeros((self.num_envs, self.spec.nv)))
+
+    # ----------------------------------------------------------------------------- set-up
+    def _array(self, x, dtype=None, requires_grad=False):
+        x = _host(x, self.np_dtype)
+        return wp.array(
+            x, dtype=dtype or self.sp.Float, device=self.device, requires_grad=requires_grad
+        )
+
+    def _model_data(self):
+        a, sp = self.spec.arrays, self.sp
+        md = sp.ModelData()
+        vectors = {'body_pos', 'body_ipos', 'body_inertia', 'jnt_axis', 'jnt_pos', 'contact_pos'}
+        for name in ('body_pos', 'body_quat', 'body_ipos', 'body_iquat', 'body_mass',
+                     'body_inertia', 'jnt_axis', 'jnt_pos', 'qpos0', 'dof_armature',
+                     'dof_damping', 'contact_pos', 'contact_radius', 'shape_pos', 'shape_quat',
+                     'shape_size'):  # fmt: skip
+            value = a[name]
+            if name in vectors or name in ('shape_pos', 'shape_size'):
+                dtype = sp.Vec3
+                value = value.reshape(-1, 3) if value.size else np.zeros((1, 3))
+            elif name in ('body_quat', 'body_iquat', 'shape_quat'):
+                dtype = sp.Quat
+                value = value.reshape(-1, 4) if value.size else np.array([[0.0, 0, 0, 1]])
+            else:
+                dtype = sp.Float
+                value = value if value.size else np.zeros(1)
+            setattr(md, name, self._array(value, dtype))
+        for name in ('ground_normal', 'ground_point', 'ground_t1', 'ground_t2', 'gravity'):
+            setattr(md, name, sp.Vec3(*[float(v) for v in a[name]]))
+        spec = self.spec
+        md.nbody, md.nv, md.nu = spec.nbody, spec.nv, spec.nu
+        md.nc, md.ns = spec.ncontact, spec.nshape
+        for name in ('body_parent', 'body_jtype', 'body_qadr', 'body_dadr', 'body_root',
+                     'body_subtree_end', 'dof_body', 'dof_act', 'dof_nanc', 'dof_anc', 'act_dof',
+                     'act_qadr', 'contact_body', 'contact_ndof', 'contact_dofs', 'shape_body',
+                     'shape_type'):  # fmt: skip
+            setattr(md, name, wp.array(a[name], dtype=int, device=self.device))
+        return md
+
+    def default_params(self):
+        """Model defaults: kp 0, kd 0, tau_max from ctrlrange, armature 0, mass offset 0, mu 1."""
+        n, nu = self.num_envs, max(self.spec.nu, 1)
+        limit = self.spec.arrays['ctrl_limit']
+        limit = np.where(np.isfinite(limit), limit, 1.0e6) if limit.size else np.full(1, 1.0e6)
+        friction = 1.0
+        return {
+            'kp': np.zeros((n, nu)),
+            'kd': np.zeros((n, nu)),
+            'tau_max': np.broadcast_to(limit, (n, nu)),
+            'armature': np.zeros((n, nu)),
+            'mass_offset': np.zeros(n),
+            'mu': np.full(n, friction),
+        }
+
+    def set_params(self, **values):
+        """Set per-env parameters (kp, kd, tau_max, armature: (N, nu) or (nu,); mass_offset, mu:
+        (N,) or scalar); ValueError on a non-finite or out-of-range value.
+        """
+        n, nu = self.num_envs, max(self.spec.nu, 1)
+        for name, value in values.items():
+            if name not in PARAMS:
+                raise ValueError(f'unknown parameter {name!r}; known: {PARAMS}')
+            shape = (n,) if name in ('mass_offset', 'mu') else (n, nu)
+            value = np.broadcast_to(_host(value, np.float64), shape)
+            if not np.all(np.isfinite(value)):
+                bad = np.unique(np.nonzero(~np.isfinite(value))[0])
+                raise ValueError(
+                    f'parameter {name!r} is not finite in environments {bad.tolist()}'
+                )
+            if name in ('tau_max', 'mu', 'kp', 'kd', 'armature') and np.any(value < 0):
+                raise ValueError(f'parameter {name!r} must be non-negative')
+            if name == 'mass_offset':
+                masses = self.spec.arrays['body_mass'][[b for b in range(1, self.spec.nbody)
+                                                        if self.spec.parent[b] == 0]]  # fmt: skip
+                if np.any(value[:, None] + masses[None, :] <= 0):
+                    raise ValueError('mass_offset makes a root body mass non-positive')
+            self.params[name] = self._array(np.ascontiguousarray(value))
+
+    def set_state(self, qpos, qvel):
+        """Set qpos (N, nq) and qvel (N, nv) in MuJoCo's order ((nq,), (nv,) broadcast)."""
+        qpos = np.broadcast_to(_host(qpos, np.float64), (self.num_envs, self.spec.nq))
+        qvel = np.broadcast_to(_host(qvel, np.float64), (self.num_envs, self.spec.nv))
+        if not (np.all(np.isfinite(qpos)) and np.all(np.isfinite(qvel))):
+            raise ValueError('set_state: qpos/qvel contain NaN or inf')
+        self.qpos = self._array(np.ascontiguousarray(qpos))
+        self.qvel = self._array(np.ascontiguousarray(qvel))
+        self.invalid[:] = False
+        self._forces = None
+        self._observed = False
+
+    def get_state(self):
+        """Return (qpos (N, nq), qvel (N, nv)) as numpy arrays."""
+        return self.qpos.numpy().copy(), self.qvel.numpy().copy()
+
+    # ----------------------------------------------------------------------------- buffers
+    def substep_buffers(self, requires_grad=False):
+        """Fresh arrays for one control step: a list of `substeps` buffer sets."""
+        c = self.config
+        return [
+            substep_buffers(
+                self.spec,
+                self.sp,
+                self.num_envs,
+                c.pgs_iterations,
+                c.contact,
+                self.device,
+                requires_grad,
+            )  # fmt: skip
+            for _ in range(c.substeps)
+        ]
+
+    def observe_buffers(self, requires_grad=False):
+        """Fresh arrays for one end-of-step observation."""
+        return observe_buffers(self.spec, self.sp, self.num_envs, self.device, requires_grad)
+
+    # ----------------------------------------------------------------------------- kernels
+    def _launch(self, kernel, inputs, outputs, dim=None):
+        wp.launch(
+            kernel, dim=dim or self.num_envs, inputs=inputs, outputs=outputs, device=self.device
+        )
+
+    def _dynamics(self, qpos, buf, params):
+        """Kinematics, com quantities, CRBA mass matrix and its Cholesky factor at `qpos`."""
+        k, md = self.k, self.md
+        self._launch(k.forward_kinematics, [qpos, md], [buf.xpos, buf.xquat])
+        self._launch(
+            k.com_quantities, [buf.xpos, buf.xquat, md, params['mass_offset']],
+            [buf.cin_i, buf.cin_h, buf.cin_m, buf.cdof],
+        )  # fmt: skip
+        self._launch(
+            k.composite_inertia,
+            [buf.cin_i, buf.cin_h, buf.cin_m, md], [buf.crb_i, buf.crb_h, buf.crb_m],
+        )  # fmt: skip
+        self._launch(
+            k.mass_matrix,
+            [buf.crb_i, buf.crb_h, buf.crb_m, buf.cdof, md, params['armature']], [buf.H],
+        )  # fmt: skip
+
+    def _bias(self, qvel, buf):
+        k = self.k
+        self._launch(k.body_velocities, [buf.cdof, qvel, self.md], [buf.cvel, buf.cacc])
+        self._launch(
+            k.bias_forces,
+            [buf.cin_i, buf.cin_h, buf.cin_m, buf.cdof, buf.cvel, buf.cacc, self.md],
+            [buf.fbody, buf.cfrc, buf.bias],
+        )  # fmt: skip
+
+    def substep(self, qpos, qvel, target, tau_ff, applied, params, buf):
+        """One Moreau step from (qpos, qvel); writes only `buf`; returns (qpos+, qvel+)."""
+        k, md, c, sp = self.k, self.md, self.config, self.sp
+        dt = sp.Float(c.dt)
+        half = sp.Float(0.5 * c.dt)
+        n, nv = self.num_envs, self.spec.nv
+        self._launch(k.integrate_positions, [qpos, qvel, half, md], [buf.qmid])
+        self._dynamics(buf.qmid, buf, params)
+        self._bias(qvel, buf)
+        has_contact = c.contact != 'none' and self.spec.ncontact > 0
+        if has_contact:
+            self._launch(k.contact_jacobian, [buf.xpos, buf.xquat, buf.cdof, md], [buf.phi, buf.J])
+        f_contact = self.zeros_nv
+        if has_contact and c.contact == 'soft':
+            self._launch(
+                k.soft_contact_force,
+                [buf.phi, buf.J, qvel, params['mu'], md, sp.Float(c.soft_stiffness),
+                 sp.Float(c.soft_damping), sp.Float(c.soft_friction_velocity)],
+                [buf.vc, buf.local, buf.force, buf.f_contact],
+            )  # fmt: skip
+            f_contact = buf.f_contact
+        self._launch(
+            k.pd_torque,
+            [buf.qmid, qvel, target, tau_ff, params['kp'], params['kd'], params['tau_max'], md],
+            [buf.tau],
+        )  # fmt: skip
+        self._launch(k.net_force, [buf.tau, buf.bias, qvel, md, applied, f_contact], [buf.f])
+        self._launch(k.cholesky_factor, [buf.H], [buf.S, buf.L])
+        self._launch(k.cholesky_solve, [buf.L, buf.f], [buf.sy, buf.y, buf.sx, buf.qacc])
+        self._launch(k.free_velocity, [qvel, buf.qacc, dt], [buf.qvel_free], dim=(n, nv))
+        qvel_end = buf.qvel_free
+        if has_contact and c.contact in ('hard', 'smooth'):
+            self._launch(k.delassus, [buf.L, buf.J, buf.qvel_free], [buf.SY, buf.Y, buf.G, buf.b])
+            self._launch(
+                k.pgs_solve,
+                [buf.G, buf.b, buf.phi, params['mu'], int(c.contact == 'smooth'),
+                 sp.Float(c.kappa), sp.Float(c.erp), dt],
+                [buf.weight, buf.dinv, buf.U, buf.lam],
+            )  # fmt: skip
+            self._launch(
+                k.apply_impulses,
+                [buf.L, buf.Y, buf.lam, buf.qvel_free, md, dt],
+                [buf.sdv, buf.dv, buf.qvel_out, buf.force],
+            )  # fmt: skip
+            qvel_end = buf.qvel_out
+        self._launch(k.integrate_positions, [buf.qmid, qvel_end, half, md], [buf.qpos_out])
+        return buf.qpos_out, qvel_end
+
+    def control_step(self, qpos, qvel, target, tau_ff, applied, params, bufs):
+        """`substeps` Moreau steps with fixed targets; returns (qpos, qvel, [force per substep])."""
+        forces = []
+        for buf in bufs:
+            qpos, qvel = self.substep(qpos, qvel, target, tau_ff, applied, params, buf)
+            forces.append(buf.force)
+        return qpos, qvel, forces
+
+    def observe(self, qpos, qvel, params, obs):
+        """Feet (contact-sphere centres) positions/velocities and shape clearances into `obs`."""
+        k, md = self.k, self.md
+        self._launch(k.forward_kinematics, [qpos, md], [obs.xpos, obs.xquat])
+        self._launch(
+            k.com_quantities, [obs.xpos, obs.xquat, md, params['mass_offset']],
+            [obs.cin_i, obs.cin_h, obs.cin_m, obs.cdof],
+        )  # fmt: skip
+        if self.spec.ncontact:
+            self._launch(
+                k.contact_points, [obs.xpos, obs.xquat, obs.cdof, qvel, md],
+                [obs.foot_pos, obs.foot_vel],
+            )  # fmt: skip
+        if self.spec.nshape:
+            self._launch(k.shape_clearance, [obs.xpos, obs.xquat, md], [obs.clearance])
+        return obs
+
+    # ----------------------------------------------------------------------------- numpy API
+    def _inputs(self, targets, tau_ff, applied):
+        n, nu = self.num_envs, max(self.spec.nu, 1)
+        if targets is None:
+            targets = np.zeros((n, nu))
+        targets = np.broadcast_to(_host(targets, np.float64), (n, nu))
+        if not np.all(np.isfinite(targets)):
+            bad = np.unique(np.nonzero(~np.isfinite(targets))[0])
+            raise ValueError(f'step: joint targets are not finite in environments {bad.tolist()}')
+        tau_ff = self.zeros_nu if tau_ff is None else self._array(np.broadcast_to(tau_ff, (n, nu)))
+        if applied is None:
+            applied = self.zeros_nv
+        else:
+            applied = self._array(np.broadcast_to(_host(applied, np.float64), (n, self.spec.nv)))
+        return self._array(np.ascontiguousarray(targets)), tau_ff, applied
+
+    def step(self, targets=None, tau_ff=None, applied=None):
+        """Advance one control step with PD joint targets (N, nu) (no gradient recorded)."""
+        target, tau_ff, applied = self._inputs(targets, tau_ff, applied)
+        if self._substeps is None:
+            self._substeps = self.substep_buffers()
+        qpos, qvel, forces = self.control_step(
+            self.qpos, self.qvel, target, tau_ff, applied, self.params, self._substeps
+        )
+        self.qpos, self.qvel = qpos, qvel
+        self._forces = forces
+        self._observed = False
+        flag = wp.zeros(self.num_envs, dtype=wp.int32, device=self.device)
+        dim = (self.num_envs, max(self.spec.nq, self.spec.nv))
+        self._launch(self.k.state_invalid, [qpos, qvel, self.sp.Float(1.0e6)], [flag], dim=dim)
+        self.invalid |= flag.numpy().astype(bool)
+
+    def _observation(self):
+        if self._observe is None:
+            self._observe = self.observe_buffers()
+        if not self._observed:
+            self.observe(self.qpos, self.qvel, self.params, self._observe)
+            self._observed = True
+        return self._observe
+
+    def foot_positions(self):
+        """(N, nc, 3) world positions of the contact spheres' centres (m)."""
+        return self._observation().foot_pos.numpy()[:, : self.spec.ncontact].copy()
+
+    def foot_velocities(self):
+        """(N, nc, 3) world velocities of the contact spheres' centres (m/s)."""
+        return self._observation().foot_vel.numpy()[:, : self.spec.ncontact].copy()
+
+    def shape_clearance(self):
+        """(N, nshape) height of each non-contact shape above the ground (m); order shape_names."""
+        return self._observation().clearance.numpy()[:, : self.spec.nshape].copy()
+
+    def contact_forces(self):
+        """(N, nc, 3) world contact force on each sphere, mean over the last control step (N)."""
+        if not self._forces:
+            return np.zeros((self.num_envs, self.spec.ncontact, 3))
+        forces = np.mean([f.numpy() for f in self._forces], axis=0)
+        return forces[:, : self.spec.ncontact]
+
+    def mass_matrix(self, qpos):
+        """H(qpos) (N, nv, nv), armature included, for qpos (N, nq)."""
+        buf = self.substep_buffers()[0]
+        qpos = self._array(np.broadcast_to(_host(qpos, np.float64), (self.num_envs, self.spec.nq)))
+        self._dynamics(qpos, buf, self.params)
+        return buf.H.numpy().copy()
+
+    def bias_forces(self, qpos, qvel):
+        """h(qpos, qvel) (N, nv): gravity, Coriolis and centrifugal forces (MuJoCo's qfrc_bias)."""
+        buf = self.substep_buffers()[0]
+        qpos = self._array(np.broadcast_to(_host(qpos, np.float64), (self.num_envs, self.spec.nq)))
+        qvel = self._array(np.broadcast_to(_host(qvel, np.float64), (self.num_envs, self.spec.nv)))
+        self._dynamics(qpos, buf, self.params)
+        self._bias(qvel, buf)
+        return buf.bias.numpy().copy()
+
+    @property
+    def contact_names(self):
+        """Names of the contact-sphere geoms, in output order."""
+        return list(self.spec.contact_names)
+
+    @property
+    def shape_names(self):
+        """Names of the clearance shapes, in output order."""
+        return list(self.spec.shape_names)

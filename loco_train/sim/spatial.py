@@ -1,0 +1,139 @@
+"""Scalar-typed Warp types and spatial-algebra helpers shared by the kernels.
+
+Spatial vectors are MuJoCo's: 6-vectors [angular; linear] expressed in world axes at a reference
+point (the origin of the body tree's root body), motion [w; u] and force [torque; force].
+A body's spatial inertia about that point is (I, h, m): I (3x3) rotational inertia about the
+point, h = m c (c: centre of mass relative to the point), m the mass.
+
+Kernels loop over the model with dynamic loops (one compiled module per scalar type, whatever the
+model). Warp's adjoint replays a dynamic loop body without its inner loops, so every kernel keeps
+this rule: a value accumulated across loop iterations is only summed and stored; any nonlinear use
+reads it back from the array it was stored in.
+"""
+
+import functools
+from types import SimpleNamespace
+
+import warp as wp
+
+
+@functools.lru_cache(maxsize=None)
+def spatial(Float):
+    """Types and @wp.func helpers for one scalar type (wp.float32 or wp.float64)."""
+    Vec3 = wp.types.vector(3, Float)
+    Vec6 = wp.types.vector(6, Float)
+    Mat33 = wp.types.matrix((3, 3), Float)
+    Quat = wp.types.quaternion(Float)
+
+    @wp.func
+    def top(v: Vec6):
+        """Angular part of a spatial vector."""
+        return Vec3(v[0], v[1], v[2])
+
+    @wp.func
+    def bottom(v: Vec6):
+        """Linear part of a spatial vector."""
+        return Vec3(v[3], v[4], v[5])
+
+    @wp.func
+    def stack(a: Vec3, b: Vec3):
+        """Spatial vector [a; b]."""
+        return Vec6(a[0], a[1], a[2], b[0], b[1], b[2])
+
+    @wp.func
+    def inertia_mul(inertia: Mat33, h: Vec3, m: Float, v: Vec6):
+        """Spatial inertia times motion: [I w + h x u; m u + w x h]."""
+        w = top(v)
+        u = bottom(v)
+        return stack(inertia * w + wp.cross(h, u), m * u + wp.cross(w, h))
+
+    @wp.func
+    def cross_motion(v: Vec6, a: Vec6):
+        """Motion cross product v x a = [w x a_w; w x a_u + u x a_w]."""
+        w = top(v)
+        return stack(wp.cross(w, top(a)), wp.cross(w, bottom(a)) + wp.cross(bottom(v), top(a)))
+
+    @wp.func
+    def cross_force(v: Vec6, f: Vec6):
+        """Force cross product v x* f = [w x f_t + u x f_f; w x f_f]."""
+        w = top(v)
+        return stack(wp.cross(w, top(f)) + wp.cross(bottom(v), bottom(f)), wp.cross(w, bottom(f)))
+
+    @wp.func
+    def point_velocity(cdof: Vec6, offset: Vec3):
+        """World velocity of the point at reference + offset per unit motion cdof (m/s)."""
+        return bottom(cdof) + wp.cross(top(cdof), offset)
+
+    @wp.func
+    def quat_from_wxyz(w: Float, x: Float, y: Float, z: Float):
+        """Warp quaternion from MuJoCo's w-x-y-z components, normalised."""
+        return wp.normalize(Quat(x, y, z, w))
+
+    @wp.func
+    def quat_axis_angle(axis: Vec3, angle: Float):
+        """Rotation of angle (rad) about a unit axis."""
+        s = wp.sin(angle * Float(0.5))
+        return Quat(axis[0] * s, axis[1] * s, axis[2] * s, wp.cos(angle * Float(0.5)))
+
+    @wp.func
+    def quat_exp(half: Vec3):
+        """Unit quaternion exp([0, half]): rotation by 2 |half| about half, smooth at zero."""
+        a2 = wp.dot(half, half)
+        c = Float(1.0) - a2 * Float(0.5)
+        s = Float(1.0) - a2 / Float(6.0)
+        if a2 > Float(1.0e-8):
+            a = wp.sqrt(a2)
+            c = wp.cos(a)
+            s = wp.sin(a) / a
+        return Quat(half[0] * s, half[1] * s, half[2] * s, c)
+
+    @wp.struct
+    class ModelData:
+        """Constant model arrays on the device (see ModelSpec.arrays for shapes and units)."""
+
+        body_pos: wp.array(dtype=Vec3)
+        body_quat: wp.array(dtype=Quat)
+        body_ipos: wp.array(dtype=Vec3)
+        body_iquat: wp.array(dtype=Quat)
+        body_mass: wp.array(dtype=Float)
+        body_inertia: wp.array(dtype=Vec3)
+        jnt_axis: wp.array(dtype=Vec3)
+        jnt_pos: wp.array(dtype=Vec3)
+        qpos0: wp.array(dtype=Float)
+        dof_armature: wp.array(dtype=Float)
+        dof_damping: wp.array(dtype=Float)
+        contact_pos: wp.array(dtype=Vec3)
+        contact_radius: wp.array(dtype=Float)
+        shape_pos: wp.array(dtype=Vec3)
+        shape_quat: wp.array(dtype=Quat)
+        shape_size: wp.array(dtype=Vec3)
+        ground_normal: Vec3
+        ground_point: Vec3
+        ground_t1: Vec3
+        ground_t2: Vec3
+        gravity: Vec3
+        # topology (see ModelSpec): sizes, then int arrays indexed by body, dof, actuator, contact
+        nbody: int
+        nv: int
+        nu: int
+        nc: int
+        ns: int
+        body_parent: wp.array(dtype=int)
+        body_jtype: wp.array(dtype=int)
+        body_qadr: wp.array(dtype=int)
+        body_dadr: wp.array(dtype=int)
+        body_root: wp.array(dtype=int)
+        body_subtree_end: wp.array(dtype=int)
+        dof_body: wp.array(dtype=int)
+        dof_act: wp.array(dtype=int)
+        dof_nanc: wp.array(dtype=int)
+        dof_anc: wp.array2d(dtype=int)
+        act_dof: wp.array(dtype=int)
+        act_qadr: wp.array(dtype=int)
+        contact_body: wp.array(dtype=int)
+        contact_ndof: wp.array(dtype=int)
+        contact_dofs: wp.array2d(dtype=int)
+        shape_body: wp.array(dtype=int)
+        shape_type: wp.array(dtype=int)
+
+    return SimpleNamespace(**locals())
