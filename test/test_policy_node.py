@@ -19,6 +19,10 @@ from test.helpers.deploy_fixtures import (
 
 pytestmark = pytest.mark.ros
 
+TOLERANT = 'stale_periods:=10.0'
+"""Watchdog limit of the tests that are not about the watchdog: a loaded 2-core CI machine can
+stall a publisher past 3 periods (60 ms), which would (rightly) latch DAMP and fail the test."""
+
 
 class Graph:
     """Node processes of one test on its own domain, plus a Probe; stopped at the end."""
@@ -88,7 +92,7 @@ def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
     graph.probe.node.create_subscription(DiagnosticArray, '/diagnostics', diagnostics.append, 10)
     policy = make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01)
     graph.start('sim_robot')
-    graph.start('policy_node', f'policy:={policy}', 'stand_duration:=1.0')
+    graph.start('policy_node', f'policy:={policy}', 'stand_duration:=1.0', TOLERANT)
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
     assert probe.status['policy']['provenance']['algorithm'] == ALGORITHM
@@ -126,7 +130,7 @@ def test_walks_forward_with_the_shipped_policy(graph):
     )
     cmd = graph.probe.node.create_publisher(Twist, '/cmd_vel', 10)
     graph.start('sim_robot')
-    graph.start('policy_node', 'stand_duration:=1.0')
+    graph.start('policy_node', 'stand_duration:=1.0', TOLERANT)
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0)
     assert probe.call('/policy_node/start')[0]
@@ -181,7 +185,7 @@ def test_bad_inputs_are_rejected_clearly_and_never_yield_non_finite_commands(gra
 
     robot = FakeRobot(graph.probe)
     cmd = graph.probe.node.create_publisher(Twist, '/cmd_vel', 10)
-    graph.start('policy_node', "policy:=''")
+    graph.start('policy_node', "policy:=''", TOLERANT)
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
 
@@ -234,7 +238,7 @@ def test_bad_policy_files_are_refused_and_walk_is_refused_naming_why(graph, kind
     else:
         path, expected = '', "no policy file given (policy:='')"
     FakeRobot(graph.probe)
-    graph.start('policy_node', f'policy:={path!r}', 'stand_duration:=0.2')
+    graph.start('policy_node', f'policy:={path!r}', 'stand_duration:=0.2', TOLERANT)
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
     assert probe.status['policy'] is None and expected in probe.status['policy_error']
