@@ -22,6 +22,13 @@ from loco_policy import command_schedule, demo_metrics, spec
 from loco_policy.bag_writer import list_splits, read_counts
 from loco_policy.nodes.policy_node import SHIPPED_POLICY
 
+TRACKING = {
+    None: 'not asked (no policy)',
+    True: 'yes',
+    False: 'NO: this policy does not walk as commanded',
+}
+"""The tracking verdict in words."""
+
 
 class Operator:
     """The demo's rclpy side: status, odometry, transitions, services and /cmd_vel."""
@@ -253,6 +260,7 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say):
     loop_ok = demo_metrics.loop_ok(stats, 1.0 / spec.CONTROL_DT)
     history = ' -> '.join(['PASSIVE'] + [h['to'] for h in stats.get('mode_history', [])])
     figures = _figures(stats, walking)
+    tracking = demo_metrics.tracks(errors)
     height = {'min': round(min(heights), 4), 'final': round(heights[-1], 4)} if heights else None
     jitter, inference = figures['jitter_ms'], figures['inference_ms']
     say('')
@@ -261,6 +269,7 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say):
     lines = [
         ('policy', stats['policy']['path'] if stats.get('policy') else 'none (WALK refused)'),
         ('state transitions', history),
+        ('policy tracks the commands', TRACKING[tracking]),
         ('falls', n_falls),
         ('faults during the run', '; '.join(run_faults) or 'none'),
         ('base height min / final (m)', f'{height["min"]} / {height["final"]}' if height else '-'),
@@ -279,6 +288,7 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say):
         'walked': walking,
         'policy_shipped': os.path.isfile(SHIPPED_POLICY),
         'state_transitions': history,
+        'tracks_commands': tracking,
         'falls': n_falls,
         'faults': run_faults,
         **figures,

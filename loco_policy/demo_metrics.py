@@ -58,6 +58,22 @@ def faults(mode_history, since=float('-inf')):
     ]
 
 
+def tracks(errors, fraction=0.5):
+    """True when every commanded velocity component is met to `fraction` on segment average.
+
+    Only segments with a non-zero command count; None when there is none (nothing was asked).
+    """
+    moving = [row for row in errors if any(abs(v) > 1e-6 for v in row['command'])]
+    if not moving:
+        return None
+    return all(
+        (m * np.sign(c)) >= fraction * abs(c)
+        for row in moving
+        for c, m in zip(row['command'], row['mean_measured'])
+        if abs(c) > 1e-6
+    )
+
+
 def loop_ok(stats, nominal_hz):
     """True when the control loop ran at no less than MIN_RATE of its nominal rate."""
     return stats.get('loop_rate_hz', 0.0) >= MIN_RATE * nominal_hz

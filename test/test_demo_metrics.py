@@ -28,3 +28,13 @@ def test_falls_loop_check_and_table():
     assert not demo_metrics.loop_ok({'loop_rate_hz': 40.0}, 50.0)
     text = demo_metrics.table([{'a': 1, 'b': 'xyz'}], ['a', 'b'])
     assert text.splitlines()[0].split() == ['a', 'b'] and 'xyz' in text
+
+
+def test_tracking_verdict():
+    def row(cmd, meas):
+        return {'command': cmd, 'mean_measured': meas}
+
+    assert demo_metrics.tracks([row([0, 0, 0], [0.1, 0, 0])]) is None
+    assert demo_metrics.tracks([row([0.6, 0, 0], [0.5, 0.1, 0]), row([0, 0, -0.6], [0, 0, -0.4])])
+    assert not demo_metrics.tracks([row([0.6, 0, 0], [0.0, 0, 0])])
+    assert not demo_metrics.tracks([row([0, 0.4, 0], [0, -0.4, 0])])
