@@ -44,9 +44,11 @@ def test_killed_recorder_leaves_finished_splits_readable(request, tmp_path):
     typestore = get_typestore(TYPESTORE)
     for split in splits:
         counts = read_counts(split)
-        # 1 s splits of 100 Hz topics: every topic about 100 messages, all equal up to timing
+        # 1 s splits of 100 Hz topics: about 100 messages each (fewer when the machine stalls
+        # the simulator), the three topics published together: equal up to the split edges
         assert set(counts) == set(TOPICS), counts
-        assert all(80 <= counts[t] <= 120 for t in TOPICS), counts
+        assert all(50 <= counts[t] <= 120 for t in TOPICS), counts
+        assert max(counts.values()) - min(counts.values()) <= 3, counts
         with Reader(split) as reader:
             assert reader.duration < 1.1e9
             for connection, _, raw in reader.messages():
