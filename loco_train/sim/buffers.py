@@ -49,6 +49,8 @@ def substep_buffers(spec, sp, num_envs, iterations, contact, device, requires_gr
     if contact == 'soft' and nc:
         buf.f_contact = new((n, nv))
         buf.vc = new((n, nc), Vec3)
+        buf.gain = new((n, nc), Vec3)
+        buf.H_soft = new((n, nv, nv))
         buf.local = new((n, nc), Vec3)
     if contact in ('hard', 'smooth') and nc:
         buf.SY = new((n, nv, nc), Vec3)

@@ -22,6 +22,8 @@ class SimConfig:
     """Physics substeps per control step: dt = control_dt / substeps (0.005 s by default)."""
     kappa: float = 1000.0
     """Sigmoid sharpness of the smooth model (1/m): weight sigmoid(-kappa * distance)."""
+    contact_offset: float = 0.005
+    """Smooth: distance (m) where the contact weight is 1/2; hard: activation margin (m)."""
     pgs_iterations: int = 10
     """Fixed projected Gauss-Seidel iteration count (unrolled, so the tape differentiates it)."""
     erp: float = 0.2
@@ -29,7 +31,7 @@ class SimConfig:
     soft_stiffness: float = 2.0e4
     """Soft model normal stiffness (N/m)."""
     soft_damping: float = 400.0
-    """Soft model normal damping (N s/m), acting only while penetrating."""
+    """Soft model normal damping (N s/m), acting only while penetrating (implicit in dt)."""
     soft_friction_velocity: float = 0.01
     """Soft model Coulomb regularisation velocity (m/s): friction = mu F_n v_t / |v_t|_eps."""
 

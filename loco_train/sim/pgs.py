@@ -5,9 +5,13 @@ Per contact c (frame n, t1, t2) the impulse lambda_c = [lambda_n, lambda_t1, lam
     x   = lambda_c - G_cc^-1 (u_c - target_c)                   block Gauss-Seidel step
     lambda_n = max(x_n, 0);  lambda_t = x_t min(1, mu lambda_n / |x_t|)   Coulomb disc projection
     lambda_c = w_c lambda_c                                     contact weight
-with target_n = erp max(-phi, 0) / dt (penetration recovery) and w_c = 1 if phi <= 0 else 0 for
-`hard`, w_c = sigmoid(-kappa phi) for `smooth`: contacts act slightly before touchdown so the
-impulse is a smooth function of the state (informative gradients); kappa -> inf gives `hard`.
+and the contact weight w_c and normal velocity target per model:
+    smooth: w_c = sigmoid(-kappa (phi - offset)),  target_n = erp max(-phi, 0) / dt
+        contacts act slightly before touchdown (w = 1/2 at phi = offset, ~1 at phi = 0), so the
+        impulse is a smooth function of the state and gradients are informative;
+    hard:   w_c = [phi <= offset],  target_n = erp max(-phi, 0) / dt - 2 max(phi, 0) / dt
+        the same solver, unsmoothed: a contact within `offset` only pushes if the point would
+        otherwise cross the plane by the end of the step (no force at a distance, no chatter).
 Each iteration writes its own slice of the impulse history, so the tape differentiates the
 unrolled solver.
 """
@@ -27,8 +31,9 @@ def build(sp, module):
         b: wp.array2d(dtype=Vec3),  # (N, nc) free contact velocities
         phi: wp.array2d(dtype=Float),  # (N, nc) signed distances at the midpoint (m)
         mu: wp.array(dtype=Float),  # (N,) friction coefficient
-        smooth: int,  # 1: smooth weights sigmoid(-kappa phi); 0: hard weights
+        smooth: int,  # 1: smooth weights and targets; 0: hard
         kappa: Float,  # sigmoid sharpness (1/m)
+        offset: Float,  # distance at which the smooth weight is 1/2 (m)
         erp: Float,  # penetration fraction removed per step
         dt: Float,  # time step (s)
         weight: wp.array2d(dtype=Float),  # (N, nc) contact weights w_c
@@ -42,9 +47,9 @@ def build(sp, module):
         nc = G.shape[1]
         iterations = U.shape[1]
         for c in range(nc):
-            w = wp.where(phi[e, c] <= zero, Float(1.0), zero)
+            w = wp.where(phi[e, c] <= offset, Float(1.0), zero)
             if smooth == 1:
-                w = Float(1.0) / (Float(1.0) + wp.exp(kappa * phi[e, c]))
+                w = Float(1.0) / (Float(1.0) + wp.exp(kappa * (phi[e, c] - offset)))
             weight[e, c] = w
             dinv[e, c] = wp.inverse(G[e, c, c])
             lam[e, 0, c] = Vec3(zero, zero, zero)
@@ -57,7 +62,8 @@ def build(sp, module):
                     else:
                         u = u + G[e, c, c2] * lam[e, it, c2]
                 U[e, it, c] = u
-                target = Vec3(erp * wp.max(-phi[e, c], zero) / dt, zero, zero)
+                gap = wp.where(smooth == 1, zero, Float(-2.0) * wp.max(phi[e, c], zero) / dt)
+                target = Vec3(erp * wp.max(-phi[e, c], zero) / dt + gap, zero, zero)
                 x = lam[e, it, c] - dinv[e, c] * (U[e, it, c] - target)
                 n = wp.max(x[0], zero)
                 t = wp.sqrt(x[1] * x[1] + x[2] * x[2] + Float(1.0e-20))

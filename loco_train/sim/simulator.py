@@ -220,21 +220,26 @@ class Simulator:
         if has_contact:
             self._launch(k.contact_jacobian, [buf.xpos, buf.xquat, buf.cdof, md], [buf.phi, buf.J])
         f_contact = self.zeros_nv
+        H = buf.H
         if has_contact and c.contact == 'soft':
             self._launch(
                 k.soft_contact_force,
                 [buf.phi, buf.J, qvel, params['mu'], md, sp.Float(c.soft_stiffness),
                  sp.Float(c.soft_damping), sp.Float(c.soft_friction_velocity)],
-                [buf.vc, buf.local, buf.force, buf.f_contact],
+                [buf.vc, buf.gain, buf.local, buf.force, buf.f_contact],
             )  # fmt: skip
             f_contact = buf.f_contact
+            self._launch(
+                k.soft_contact_inertia, [buf.H, buf.J, buf.gain, dt], [buf.H_soft], dim=(n, nv)
+            )
+            H = buf.H_soft
         self._launch(
             k.pd_torque,
             [buf.qmid, qvel, target, tau_ff, params['kp'], params['kd'], params['tau_max'], md],
             [buf.tau],
         )  # fmt: skip
         self._launch(k.net_force, [buf.tau, buf.bias, qvel, md, applied, f_contact], [buf.f])
-        self._launch(k.cholesky_factor, [buf.H], [buf.S, buf.L])
+        self._launch(k.cholesky_factor, [H], [buf.S, buf.L])
         self._launch(k.cholesky_solve, [buf.L, buf.f], [buf.sy, buf.y, buf.sx, buf.qacc])
         self._launch(k.free_velocity, [qvel, buf.qacc, dt], [buf.qvel_free], dim=(n, nv))
         qvel_end = buf.qvel_free
@@ -243,7 +248,7 @@ class Simulator:
             self._launch(
                 k.pgs_solve,
                 [buf.G, buf.b, buf.phi, params['mu'], int(c.contact == 'smooth'),
-                 sp.Float(c.kappa), sp.Float(c.erp), dt],
+                 sp.Float(c.kappa), sp.Float(c.contact_offset), sp.Float(c.erp), dt],
                 [buf.weight, buf.dinv, buf.U, buf.lam],
             )  # fmt: skip
             self._launch(

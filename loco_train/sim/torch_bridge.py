@@ -1,0 +1,146 @@
+"""The one torch <-> Warp autograd bridge: differentiable control steps of a Simulator.
+
+A torch loss on states after T control steps backpropagates through T `ControlStep` nodes to the
+initial state, to every step's joint targets and to the per-environment parameters. Each node
+records its substeps on its own warp.Tape with fresh arrays, so nothing the tape needs is ever
+overwritten. Cutting gradients between windows is one explicit call: `TorchSim.cut_gradients()`.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import warp as wp
+
+from loco_train.sim.simulator import PARAMS
+
+_TORCH_DTYPES = {'float32': torch.float32, 'float64': torch.float64}
+
+
+@dataclass
+class StepOutput:
+    """Differentiable result of one control step (torch tensors, N environments)."""
+
+    qpos: torch.Tensor
+    """(N, nq) generalised positions, MuJoCo order."""
+    qvel: torch.Tensor
+    """(N, nv) generalised velocities, MuJoCo order."""
+    foot_pos: torch.Tensor
+    """(N, nc, 3) contact-sphere centres, world (m)."""
+    foot_vel: torch.Tensor
+    """(N, nc, 3) contact-sphere centre velocities, world (m/s)."""
+    contact_force: torch.Tensor
+    """(N, nc, 3) contact forces, world (N), mean over the control step."""
+
+
+class ControlStep(torch.autograd.Function):
+    """One control step of `sim` as a torch autograd node (Warp tape inside)."""
+
+    @staticmethod
+    def forward(ctx, sim, qpos, qvel, target, tau_ff, *params):
+        """Run the substeps on a fresh tape; return qpos, qvel, feet, per-substep forces."""
+        Float, Vec3 = sim.sp.Float, sim.sp.Vec3
+        kept = [t.detach().contiguous().clone() for t in (qpos, qvel, target, tau_ff, *params)]
+        arrays = [wp.from_torch(t, dtype=Float, requires_grad=True) for t in kept]
+        aq, av, at, aff = arrays[:4]
+        values = dict(zip(PARAMS, arrays[4:]))
+        bufs = sim.substep_buffers(requires_grad=True)
+        obs = sim.observe_buffers(requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, bufs)
+            sim.observe(q, v, values, obs)
+        nc = sim.spec.ncontact
+        outputs = [q, v, obs.foot_pos, obs.foot_vel] + forces
+        ctx.sim, ctx.tape, ctx.kept, ctx.arrays, ctx.outputs = sim, tape, kept, arrays, outputs
+        ctx.vec3 = Vec3
+        result = [wp.to_torch(a).clone() for a in outputs[:4]]
+        result[2], result[3] = result[2][:, :nc], result[3][:, :nc]
+        force = torch.stack([wp.to_torch(f).clone() for f in forces])[:, :, :nc]
+        return (*result, force)
+
+    @staticmethod
+    def backward(ctx, g_qpos, g_qvel, g_foot_pos, g_foot_vel, g_force):
+        """Seed the tape with the output gradients and read the input gradients."""
+        sim, outs = ctx.sim, ctx.outputs
+        grads = {}
+        for out, g in zip(outs[:2], (g_qpos, g_qvel)):
+            if g is not None:
+                grads[out] = wp.from_torch(g.contiguous(), dtype=sim.sp.Float)
+        nc = sim.spec.ncontact
+        padded = [g_foot_pos, g_foot_vel] + (
+            list(g_force.unbind(0)) if g_force is not None else [None] * (len(outs) - 4)
+        )
+        for out, g in zip(outs[2:], padded):
+            if g is not None and nc:
+                full = torch.zeros(out.shape + (3,), dtype=g.dtype, device=g.device)
+                full[:, :nc] = g
+                grads[out] = wp.from_torch(full, dtype=ctx.vec3)
+        ctx.tape.backward(grads=grads)
+        result = [wp.to_torch(a.grad).clone() for a in ctx.arrays]
+        ctx.tape.reset()
+        ctx.outputs = ctx.arrays = ctx.kept = None
+        return (None, *result)
+
+
+class TorchSim:
+    """Torch front end of a Simulator: differentiable steps, state held between calls."""
+
+    def __init__(self, sim):
+        """Wrap `sim`; tensors live on the simulator's device in its dtype."""
+        self.sim = sim
+        self.dtype = _TORCH_DTYPES[sim.config.dtype]
+        self.device = wp.device_to_torch(sim.device)
+        self.qpos = self.qvel = None
+
+    def tensor(self, x):
+        """Anything array-like as a tensor of the simulator's dtype and device."""
+        return torch.as_tensor(x, dtype=self.dtype, device=self.device)
+
+    def params(self):
+        """The simulator's current per-env parameters as tensors (no grad): name -> tensor."""
+        return {name: wp.to_torch(self.sim.params[name]).clone() for name in PARAMS}
+
+    def reset(self, qpos, qvel):
+        """Start from (qpos (N, nq), qvel (N, nv)); pass tensors with requires_grad to get
+        gradients with respect to the initial state.
+        """
+        self.qpos, self.qvel = self.tensor(qpos), self.tensor(qvel)
+        if not (torch.isfinite(self.qpos).all() and torch.isfinite(self.qvel).all()):
+            raise ValueError('reset: qpos/qvel contain NaN or inf')
+
+    def step(self, targets, params=None, tau_ff=None):
+        """One control step with joint targets (N, nu); params: dict of (N, nu)/(N,) tensors
+        overriding the simulator's; returns a StepOutput and keeps its state for the next step.
+        """
+        out = self.step_from(self.qpos, self.qvel, targets, params, tau_ff)
+        self.qpos, self.qvel = out.qpos, out.qvel
+        return out
+
+    def step_from(self, qpos, qvel, targets, params=None, tau_ff=None):
+        """Functional control step from an explicit state; returns a StepOutput."""
+        sim = self.sim
+        n, nu = sim.num_envs, max(sim.spec.nu, 1)
+        targets = self.tensor(targets).expand(n, nu)
+        if not torch.isfinite(targets).all():
+            bad = (~torch.isfinite(targets)).any(1).nonzero().flatten().tolist()
+            raise ValueError(f'step: joint targets are not finite in environments {bad}')
+        tau_ff = torch.zeros(n, nu, dtype=self.dtype) if tau_ff is None else self.tensor(tau_ff)
+        values = self.params()
+        for name, value in (params or {}).items():
+            value = self.tensor(value).expand_as(values[name])
+            if not torch.isfinite(value).all():
+                raise ValueError(f'parameter {name!r} is not finite')
+            values[name] = value
+        q, v, foot_pos, foot_vel, force = ControlStep.apply(
+            sim, qpos, qvel, targets, tau_ff, *[values[name] for name in PARAMS]
+        )
+        return StepOutput(q, v, foot_pos, foot_vel, force.mean(0))
+
+    def invalid(self):
+        """(N,) bool: environments whose current state is non-finite (terminate them)."""
+        bad = ~torch.isfinite(self.qpos).all(1) | ~torch.isfinite(self.qvel).all(1)
+        return bad | (self.qpos.abs() > 1.0e6).any(1) | (self.qvel.abs() > 1.0e6).any(1)
+
+    def cut_gradients(self):
+        """Detach the held state: the next window's gradients stop here."""
+        self.qpos, self.qvel = self.qpos.detach(), self.qvel.detach()
