@@ -4,6 +4,7 @@ import importlib
 
 BENCHES = {
     # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
+    'sac': ('loco_train.bench_sac', 'SAC gradient updates per second (default and ANYmal nets)'),
 }
 
 

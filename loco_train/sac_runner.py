@@ -45,6 +45,8 @@ class RunnerConfig:
     """Seed of torch, numpy and the environments."""
     device: str = 'cpu'
     """Torch device of networks, replay buffer and (for torch environments) the env."""
+    threads: int = 1
+    """Torch CPU threads (0: torch's default); small networks gain little from more."""
     log_dir: str = ''
     """Run directory for TensorBoard events and checkpoints; '' picks logs/sac/<env>-<time>."""
     log_interval: int = 1_000
@@ -59,6 +61,11 @@ class RunnerConfig:
     """Completed training episodes averaged into the reported return."""
     progress: bool = True
     """Show a tqdm progress bar on stderr."""
+    timeout_bootstrap: bool = True
+    """Fix 3: bootstrap timeouts from the pre-reset observation; False stores them as
+    terminations (value 0), the common mistake, for the ablation."""
+    action_bound_scale: float = 1.0
+    """Fix 1 ablation: >1 widens the policy's action box beyond the real bounds (env clips)."""
     sac: SACConfig = field(default_factory=SACConfig)
     """The algorithm's hyperparameters."""
 
@@ -69,6 +76,7 @@ class SACRunner:
     def __init__(self, env: 'VecEnv', config: RunnerConfig):
         self.env, self.cfg = env, config
         b, c = bounds_from_box(env.action_low, env.action_high)
+        c = c * config.action_bound_scale
         self.sac = SAC(env.obs_dim, b, c, config.sac, config.device)
         self.buffer = ReplayBuffer(
             config.replay_capacity, env.num_envs, env.obs_dim, env.action_dim, config.device
@@ -144,6 +152,8 @@ class SACRunner:
                 actions = self.sac.act(obs)
             next_obs, reward, terminated, truncated, extras = env.step(actions)
             # The transition's successor is the pre-reset observation where an episode ended.
+            if not cfg.timeout_bootstrap:  # ablation: a timeout counts as a failure
+                terminated, truncated = terminated | truncated, torch.zeros_like(truncated)
             self.buffer.add(obs, actions, reward, extras['final_obs'], terminated, truncated)
             self.sac.normalizer.update(obs)
             done = terminated | truncated
@@ -238,6 +248,7 @@ ARGUMENTS = {
     'replay_capacity': 'replay_capacity',
     'seed': 'seed',
     'device': 'device',
+    'threads': 'threads',
     'log_dir': 'log_dir',
     'checkpoint_interval': 'checkpoint_interval',
     'eval_episodes': 'eval_episodes',
@@ -258,6 +269,7 @@ HELP = {
     'replay_capacity': 'replay buffer capacity in transitions',
     'seed': 'seed of torch, numpy and the environments',
     'device': 'torch device',
+    'threads': 'torch CPU threads, 0 = torch default',
     'log_dir': 'run directory for TensorBoard and checkpoints (default logs/sac/<env>-<time>)',
     'checkpoint_interval': 'transitions between checkpoints, 0 = end only',
     'eval_episodes': 'deterministic evaluation episodes at the end',
@@ -336,12 +348,15 @@ def run(args) -> int:
     except NotImplementedError as error:
         print(f'loco-train sac: {error}', file=sys.stderr)
         return 2
+    threads = torch.get_num_threads()
     try:
+        torch.set_num_threads(cfg.threads or threads)
         runner = SACRunner(env, cfg)
         if args.resume:
             runner.load(args.resume)
         summary = runner.learn()
     finally:
+        torch.set_num_threads(threads)  # the caller's setting (tests share one process)
         env.close()
     print(json.dumps({k: _json_safe(v) for k, v in summary.items()}), flush=True)
     return 0

@@ -1,0 +1,125 @@
+"""`loco-train bench sac`: SAC gradient updates per second; one JSON object as the last line.
+
+Measured on ANYmal-shaped data (48 observations, 12 actions, the spec's action bounds) for the
+default SACConfig and for the runner's ANYmal preset, each as update() alone and as replay
+sampling (n-step aggregation) plus update(). The other figure of the issue, env-steps to a
+reference return beside rsl-rl-lib PPO, needs the ANYmal environment and is reported as not
+yet measurable.
+"""
+
+from dataclasses import replace
+import json
+import time
+
+import torch
+
+from loco_policy import spec
+from loco_train.sac import anymal_action_bounds, ReplayBuffer, SAC, SACConfig
+from loco_train.sac_runner import PRESETS
+
+
+def add_arguments(parser) -> None:
+    """Add the benchmark's options."""
+    parser.add_argument('--seconds', type=float, default=3.0, help='timed seconds per case')
+    parser.add_argument('--device', default='cpu', help='torch device')
+    parser.add_argument('--threads', type=int, default=1, help='torch threads (0: default)')
+    parser.add_argument('--skip-preset', action='store_true', help='only the default config')
+
+
+def anymal_preset_config() -> SACConfig:
+    """The SACConfig of the runner's 'anymal' preset."""
+    overrides = {k[4:]: v for k, v in PRESETS['anymal'].items() if k.startswith('sac.')}
+    return replace(SACConfig(), **overrides)
+
+
+def _filled_buffer(cfg: SACConfig, device) -> ReplayBuffer:
+    """A replay buffer of random ANYmal-shaped transitions with some episode ends."""
+    num_envs, rows = 64, 256
+    buf = ReplayBuffer(num_envs * rows, num_envs, spec.OBS_DIM, spec.ACTION_DIM, device)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(rows):
+        buf.add(
+            torch.randn(num_envs, spec.OBS_DIM, generator=g),
+            torch.rand(num_envs, spec.ACTION_DIM, generator=g) * 2 - 1,
+            torch.randn(num_envs, generator=g),
+            torch.randn(num_envs, spec.OBS_DIM, generator=g),
+            torch.rand(num_envs, generator=g) < 0.01,
+            torch.rand(num_envs, generator=g) < 0.005,
+        )
+    return buf
+
+
+def _rate(step, seconds: float, device) -> tuple[float, int]:
+    """Run step() for about `seconds` after a short warm-up; return (calls per second, calls)."""
+    for _ in range(3):
+        step()
+    sync = torch.cuda.synchronize if torch.device(device).type == 'cuda' else (lambda: None)
+    sync()
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step()
+        calls += 1
+    sync()
+    return calls / (time.perf_counter() - start), calls
+
+
+def measure(name: str, cfg: SACConfig, seconds: float, device) -> dict:
+    """Updates per second of one configuration, with and without replay sampling."""
+    torch.manual_seed(0)
+    b, c = anymal_action_bounds()
+    sac = SAC(spec.OBS_DIM, b, c, cfg, device)
+    buf = _filled_buffer(cfg, device)
+    batch = buf.sample(cfg.batch_size, cfg.n_step, cfg.gamma)
+    update_rate, n_update = _rate(lambda: sac.update(batch), seconds, device)
+    full_rate, n_full = _rate(
+        lambda: sac.update(buf.sample(cfg.batch_size, cfg.n_step, cfg.gamma)), seconds, device
+    )
+    return {
+        'config': name,
+        'actor_hidden': list(cfg.actor_hidden),
+        'critic_hidden': list(cfg.critic_hidden),
+        'num_critics': cfg.num_critics,
+        'batch_size': cfg.batch_size,
+        'n_step': cfg.n_step,
+        'updates_per_s': round(update_rate, 2),
+        'sample_and_update_per_s': round(full_rate, 2),
+        'transitions_per_s_at_batch': round(full_rate * cfg.batch_size, 1),
+        'timed_updates': n_update + n_full,
+        'skipped': sac.num_skipped,
+    }
+
+
+def run(args) -> int:
+    """Time SAC updates and print the JSON result."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(args.threads or threads)
+        used_threads = torch.get_num_threads()
+        cases = [measure('default', SACConfig(), args.seconds, args.device)]
+        if not args.skip_preset:
+            preset = anymal_preset_config()
+            cases.append(measure('anymal_preset', preset, args.seconds, args.device))
+    finally:
+        torch.set_num_threads(threads)
+    for case in cases:
+        print(
+            f'{case["config"]}: {case["updates_per_s"]} updates/s, '
+            f'{case["sample_and_update_per_s"]} with n-step sampling (batch {case["batch_size"]})'
+        )
+    result = {
+        'bench': 'sac',
+        'device': str(args.device),
+        'torch_threads': used_threads,
+        'obs_dim': spec.OBS_DIM,
+        'action_dim': spec.ACTION_DIM,
+        'cases': cases,
+        'env_steps_to_reference_return': {
+            'sac': None,
+            'ppo': None,
+            'measured': False,
+            'reason': 'not yet measurable: the ANYmal environment (issues 3-4) is not built; '
+            'rerun this bench once `loco-train sac --env anymal` and the PPO baseline run',
+        },
+    }
+    print(json.dumps(result), flush=True)
+    return 0
