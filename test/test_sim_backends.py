@@ -3,7 +3,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from loco_policy import joint_command, spec
+from loco_policy import joint_command, sim_backends, spec
 from loco_policy.sim_backends import (
     make_backend,
     MujocoBackend,
@@ -46,13 +46,25 @@ def test_perturbations_change_the_model():
     assert run(heavy, 1.0).base_pos[2] < run(nominal, 1.0).base_pos[2]
 
 
-def test_unknown_backend_and_missing_warp_backend_fail_naming_what_is_missing():
+def test_unknown_backend_and_missing_warp_module_fail_naming_what_is_missing(monkeypatch):
     with pytest.raises(SimBackendError, match='unknown backend'):
         make_backend('gazebo')
-    try:
-        backend = make_backend('warp')
-    except SimBackendError as error:
-        assert WARP_MODULE in str(error) and 'backend:=mujoco' in str(error)
-        return
-    assert importlib.util.find_spec(WARP_MODULE) is not None
-    assert hasattr(backend, 'dt') and callable(backend.step) and callable(backend.state)
+    monkeypatch.setattr(sim_backends, 'WARP_MODULE', 'loco_train.sim_not_written_yet')
+    with pytest.raises(SimBackendError) as info:
+        make_backend('warp')
+    assert 'loco_train.sim_not_written_yet' in str(info.value)
+    assert 'backend:=mujoco' in str(info.value)
+
+
+@pytest.mark.slow
+def test_warp_backend_holds_the_robot_like_mujoco():
+    if importlib.util.find_spec('warp') is None or importlib.util.find_spec(WARP_MODULE) is None:
+        pytest.skip(f'{WARP_MODULE} or warp-lang is not installed here')
+    backend = make_backend('warp', Perturbation(payload=1.0))
+    assert backend.dt == pytest.approx(MujocoBackend().dt)
+    state = run(backend, 0.5)
+    assert np.all(np.isfinite(state.q)) and 0.3 < state.base_pos[2] < 0.65
+    assert np.abs(state.q - spec.DEFAULT_JOINT_POS).max() < 0.3
+    assert state.time == pytest.approx(0.5)
+    backend.reset()
+    assert backend.state().base_pos[2] == pytest.approx(spec.DEFAULT_BASE_HEIGHT, abs=1e-5)
