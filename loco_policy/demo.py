@@ -101,10 +101,10 @@ class Operator:
         self.rclpy.try_shutdown()
 
 
-def start_stack(out, policy, log):
+def start_stack(out, policy, log, backend='mujoco'):
     """Start loco-launch (sim_robot, policy_node, recorder) in its own process group."""
     argv = [
-        sys.executable, '-m', 'loco_policy.launcher', 'use_sim:=true', 'backend:=mujoco',
+        sys.executable, '-m', 'loco_policy.launcher', 'use_sim:=true', f'backend:={backend}',
         'record:=true', f'bag:={os.path.join(out, "bag")}', f'policy:={policy}',
         f'stats_file:={os.path.join(out, "policy_stats.json")}',
     ]  # fmt: skip
@@ -168,7 +168,8 @@ def run(args):
     policy = args.policy if args.policy is not None else SHIPPED_POLICY
     have_file = bool(policy) and os.path.isfile(policy)
     say = print
-    say(f'loco_policy demo: simulated ANYmal C (MuJoCo) + policy_node + recorder; output {out}')
+    sim = {'mujoco': 'MuJoCo', 'warp': "the project's Warp simulator"}[args.backend]
+    say(f'loco_policy demo: simulated ANYmal C ({sim}) + policy_node + recorder; output {out}')
     if not os.path.isfile(SHIPPED_POLICY):
         say(f'NOTE: no trained policy is shipped yet ({SHIPPED_POLICY} is absent).')
     if not have_file:
@@ -179,7 +180,7 @@ def run(args):
     elif policy != SHIPPED_POLICY:
         say(f'Running the given policy file {policy}; it walks only if it was trained to.')
     log = open(os.path.join(out, 'launch.log'), 'wb')
-    stack = start_stack(out, policy if have_file else '', log)
+    stack = start_stack(out, policy if have_file else '', log, args.backend)
     op = Operator()
     samples, heights, steps = [], [], []
     try:
@@ -215,7 +216,7 @@ def run(args):
         op.close()
         stop_stack(stack)
         log.close()
-    return report(out, schedule, samples, heights, steps, transitions, walking, say)
+    return report(out, schedule, samples, heights, steps, transitions, walking, say, args.backend)
 
 
 def _figures(stats, walking):
@@ -232,7 +233,7 @@ def _figures(stats, walking):
     }
 
 
-def report(out, schedule, samples, heights, steps, transitions, walking, say):
+def report(out, schedule, samples, heights, steps, transitions, walking, say, backend):
     """Print the table, write the PNG, return (exit code, result)."""
     from loco_policy import plot_png
 
@@ -285,7 +286,8 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say):
         say(f'{key:36} {value}')
     result = {
         'demo': 'deploy_stack_sim',
-        'walked': walking,
+        'backend': backend,
+        'policy_loaded': walking,
         'policy_shipped': os.path.isfile(SHIPPED_POLICY),
         'state_transitions': history,
         'tracks_commands': tracking,
@@ -315,6 +317,7 @@ def main(argv=None):
     parser.add_argument('--out', default='', help='output directory (default runs/demo_<time>)')
     parser.add_argument('--stand-wait', type=float, default=3.0, help='s to wait in STAND')
     parser.add_argument('--stand-only', type=float, default=8.0, help='s to hold without policy')
+    parser.add_argument('--backend', choices=('mujoco', 'warp'), default='mujoco')
     parser.add_argument('--startup-timeout', type=float, default=60.0, help='s for the stack')
     args = parser.parse_args(argv)
     try:

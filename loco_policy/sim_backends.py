@@ -3,8 +3,9 @@
 ``make_backend(name, perturbation)`` returns an object with ``dt`` (physics step, s), ``reset()``,
 ``step(command)`` (one physics step under a JointCommand, or None to hold the default pose) and
 ``state()`` (a RobotState). MuJoCo is the default backend: an independent simulator, so every run
-against it is also a sim2sim check. The Warp backend is the project's own simulator from
-``loco_train.sim``; where that module is absent this fails and says what is missing.
+against it is also a sim2sim check. The Warp backend is the project's own simulator,
+``loco_train.sim.Simulator`` (imported only when chosen; it brings warp-lang, a training
+dependency); where that module is absent this fails and says what is missing.
 """
 
 from dataclasses import dataclass
@@ -18,8 +19,7 @@ from loco_policy.observation import quat_rotate_inverse
 BACKENDS = ('mujoco', 'warp')
 
 WARP_MODULE = 'loco_train.sim'
-WARP_FACTORY = 'make_sim_robot_backend'
-"""loco_train.sim must expose make_sim_robot_backend(model, perturbation) -> backend object."""
+"""The project's Warp simulator; its Simulator class steps the same compiled description."""
 
 
 class SimBackendError(RuntimeError):
@@ -123,6 +123,63 @@ class MujocoBackend:
         )
 
 
+class WarpBackend:
+    """ANYmal C in the project's Warp simulator (loco_train.sim), one physics step per step()."""
+
+    def __init__(self, module, perturbation=Perturbation()):
+        """Build loco_train.sim's Simulator for one robot at the description's time step."""
+        self.model = description.load_model()
+        self.dt = float(self.model.opt.timestep)
+        self.perturbation = perturbation
+        self.sim = module.Simulator(self.model, 1, control_dt=self.dt, substeps=1)
+        params = {'mass_offset': perturbation.payload}
+        if perturbation.friction >= 0.0:
+            params['mu'] = perturbation.friction
+        self.sim.set_params(**params)
+        self._gains = None
+        self.reset()
+
+    def reset(self):
+        """Put the robot at the default pose, base at the default height, at rest."""
+        self.sim.set_state(description.default_qpos(), np.zeros(self.model.nv))
+        self._prev_vel, self._tau = np.zeros(3), np.zeros(spec.NUM_JOINTS)
+        self._steps = 0
+
+    def step(self, command):
+        """Advance one physics step with the simulator's PD actuator under command (None: hold)."""
+        command = command or hold_command()
+        scale = self.perturbation.gain_scale
+        kp, kd = scale * command.kp, scale * command.kd  # (12,) N m/rad, N m s/rad
+        limit = np.minimum(command.torque_limit, spec.TORQUE_LIMIT)
+        gains = (kp.tobytes(), kd.tobytes(), limit.tobytes())
+        if gains != self._gains:  # the simulator's parameters change only with the mode
+            self.sim.set_params(kp=kp, kd=kd, tau_max=limit)
+            self._gains = gains
+        qpos, qvel = self.sim.get_state()
+        self._tau = joint_command.pd_torque(command, qpos[0, 7:], qvel[0, 6:], scale)
+        self._prev_vel = qvel[0, :3].copy()
+        # the simulator's PD has qd* = 0: a velocity target enters as kd qd* feed-forward
+        self.sim.step(targets=command.position, tau_ff=command.effort + kd * command.velocity)
+        self._steps += 1
+
+    def state(self):
+        """Return the sensor view of the current state."""
+        qpos, qvel = (x[0].astype(np.float64) for x in self.sim.get_state())
+        quat = qpos[3:7]
+        world_acc = (qvel[:3] - self._prev_vel) / self.dt - spec.GRAVITY
+        return RobotState(
+            time=self._steps * self.dt,
+            q=qpos[7:],
+            qd=qvel[6:],
+            tau=self._tau.copy(),  # the PD law's torque at the last step (not a sensor)
+            base_pos=qpos[:3],
+            base_quat=quat,
+            base_lin_vel=quat_rotate_inverse(quat, qvel[:3]),
+            base_ang_vel=qvel[3:6],  # MuJoCo convention: body frame
+            base_lin_acc=quat_rotate_inverse(quat, world_acc),
+        )
+
+
 def _warp_backend(perturbation):
     """Build the Warp backend from loco_train.sim or raise SimBackendError naming the gap."""
     try:
@@ -133,14 +190,14 @@ def _warp_backend(perturbation):
             f'(loco_train/sim/) and warp-lang; importing it failed: {error}. '
             'Use backend:=mujoco until it exists.'
         ) from None
-    factory = getattr(module, WARP_FACTORY, None)
-    if factory is None:
+    missing = [name for name in ('Simulator',) if not hasattr(module, name)]
+    if missing:
         raise SimBackendError(
-            f"backend 'warp': {WARP_MODULE} exists but has no {WARP_FACTORY}(model, perturbation) "
-            'returning an object with dt, reset(), step(command) and state() (see '
-            'loco_policy/sim_backends.py). Use backend:=mujoco until it is added.'
+            f"backend 'warp': {WARP_MODULE} has no {', '.join(missing)} (Simulator(model, "
+            'num_envs, control_dt=, substeps=) with set_params, set_state, get_state, step). '
+            'Use backend:=mujoco.'
         )
-    return factory(description.load_model(), perturbation)
+    return WarpBackend(module, perturbation)
 
 
 def make_backend(name='mujoco', perturbation=Perturbation()):

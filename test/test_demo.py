@@ -24,7 +24,8 @@ def test_demo_without_a_policy_stands_and_says_so(request, tmp_path):
     lines = result.stdout.strip().splitlines()
     summary = json.loads(lines[-1])
     assert 'no trained policy is shipped yet' in result.stdout
-    assert summary['walked'] is False and summary['falls'] == 0
+    assert summary['policy_loaded'] is False and summary['tracks_commands'] is None
+    assert summary['falls'] == 0 and summary['faults'] == []
     assert summary['state_transitions'] == 'PASSIVE -> STAND -> PASSIVE'
     assert 45.0 < summary['loop_rate_hz'] < 55.0
     assert summary['base_height_m']['min'] > 0.4

@@ -11,6 +11,7 @@ import sys
 import time
 
 from nav_msgs.msg import Odometry
+import numpy as np
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException
@@ -114,7 +115,13 @@ class SimRobot(Node):
             self.backend.step(command)
             self.steps += 1
         if self.publishing:
-            self.publish(self.backend.state())
+            state = self.backend.state()
+            if all(np.all(np.isfinite(v)) for v in vars(state).values()):
+                self.publish(state)
+            else:  # say so and stay silent: the policy node's watchdog takes over
+                self.get_logger().error(
+                    'simulation state is not finite', throttle_duration_sec=1.0
+                )
 
     def publish(self, state):
         """Publish /joint_states, /imu and /odom for one RobotState."""
