@@ -1,0 +1,264 @@
+"""ANYmal C flat-ground velocity tracking on the Warp simulator, as a batched torch VecEnv.
+
+obs (N, 48) is the spec's observation; actions (N, 12) are bounded by the joint range around the
+default pose (q* = q_default + ACTION_SCALE a, held over the control step's substeps). Episodes
+terminate on a low or touching base, truncate at 20 s (extras['time_outs'], with the pre-reset
+observation in extras['final_obs']). Rewards are RewardConfig's named terms. Implements the
+interface of loco_train.vec_env (SAC, SHAC) and, wrapped by rsl_rl_env, rsl-rl-lib's VecEnv.
+"""
+
+from dataclasses import dataclass, field
+import math
+
+import numpy as np
+import torch
+
+from loco_policy import description, spec
+from loco_train.envs import randomization
+from loco_train.envs.commands import CommandConfig, CommandSampler
+from loco_train.envs.observations import build_observation, quat_rotate_inverse
+from loco_train.envs.randomization import RandomizationConfig
+from loco_train.envs.rewards import compute_reward, FeetAirTime, RewardConfig, RewardInputs
+from loco_train.sac.actor import anymal_action_bounds
+
+FOOT_RADIUS = 0.03
+"""Foot sphere radius (m), checked against the description at construction."""
+
+
+@dataclass
+class AnymalEnvConfig:
+    """The task: episode length, termination, reset spread, and its parts' configs."""
+
+    contact: str = 'smooth'
+    """Simulator contact model: 'smooth', 'hard' or 'soft'."""
+    episode_s: float = 20.0
+    """Episode length (s) before truncation."""
+    min_base_height: float = 0.25
+    """Base height (m) below which an episode terminates."""
+    max_joint_offset: float = 1.0
+    """Largest |q* - q_default| (rad) an action can ask for (inside the joint range)."""
+    reset_joint_noise: float = 0.1
+    """Uniform half-width (rad) of joint positions around the default pose at reset."""
+    reset_base_velocity: float = 0.2
+    """Uniform half-width (m/s, rad/s) of the base velocity at reset."""
+    contact_threshold: float = 0.005
+    """A shape or foot within this height (m) of the ground counts as touching it."""
+    commands: CommandConfig = field(default_factory=CommandConfig)
+    """Command sampling."""
+    rewards: RewardConfig = field(default_factory=RewardConfig)
+    """Reward weights."""
+    randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+    """Domain randomisation (on by default)."""
+
+
+class AnymalEnv:
+    """N ANYmal environments on the Warp simulator, stepped and reset together."""
+
+    name = 'anymal'
+
+    def __init__(self, num_envs=64, config=None, device='cpu', seed=0):
+        """Build the simulator for num_envs environments and reset them all."""
+        from loco_train.sim import SimConfig, Simulator
+
+        self.cfg = config or AnymalEnvConfig()
+        self.num_envs, self.device = int(num_envs), torch.device(device)
+        self.obs_dim, self.action_dim = spec.OBS_DIM, spec.ACTION_DIM
+        b, c = anymal_action_bounds(self.cfg.max_joint_offset)
+        self.action_low, self.action_high = b - c, b + c
+        self.generator = torch.Generator().manual_seed(seed)
+        model = description.load_model()
+        self.sim = Simulator(model, self.num_envs, SimConfig(contact=self.cfg.contact))
+        self.dt = self.sim.config.control_dt
+        self.max_episode_length = int(round(self.cfg.episode_s / self.dt))
+        names = self.sim.shape_names
+        self.base_shapes = [i for i, n in enumerate(names) if n.startswith(spec.BASE_BODY)]
+        self.undesired_shapes = [
+            i
+            for i, n in enumerate(names)
+            if n.startswith(spec.BASE_BODY) or 'thigh' in n or 'knee' in n
+        ]
+        self.foot_index = [self.sim.contact_names.index(f) for f in spec.FOOT_NAMES]
+        radius = float(model.geom_size[model.geom(spec.FOOT_NAMES[0]).id][0])
+        assert math.isclose(radius, FOOT_RADIUS), radius
+        self.commands = CommandSampler(
+            self.num_envs, self.cfg.commands, self.device, self.generator
+        )
+        self.air_time = FeetAirTime(self.num_envs, device=self.device)
+        self.noise = torch.as_tensor(
+            randomization.noise_scale(self.cfg.randomization),
+            dtype=torch.float32,
+            device=self.device,
+        )
+        self.kp = torch.zeros(self.num_envs, spec.NUM_JOINTS, device=self.device)
+        self.kd = torch.zeros_like(self.kp)
+        self.default = torch.as_tensor(
+            spec.DEFAULT_JOINT_POS, dtype=torch.float32, device=self.device
+        )
+        self.torque_limit = torch.as_tensor(
+            spec.TORQUE_LIMIT, dtype=torch.float32, device=self.device
+        )
+        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        self.last_action = torch.zeros(self.num_envs, spec.ACTION_DIM, device=self.device)
+        self.obs = None
+        self.reset()
+
+    # -- state helpers ------------------------------------------------------------------------
+    def _state(self):
+        """(qpos (N, 19), qvel (N, 18)) of the simulator as float32 torch tensors."""
+        qpos, qvel = self.sim.get_state()
+        return self._tensor(qpos), self._tensor(qvel)
+
+    def _tensor(self, array):
+        """A numpy array as a float32 tensor on the env's device."""
+        return torch.as_tensor(array, dtype=torch.float32, device=self.device)
+
+    def _uniform(self, *shape):
+        """Uniform [0, 1) float64 numpy samples from the env's generator."""
+        return torch.rand(shape, generator=self.generator, dtype=torch.float64).numpy()
+
+    def _observe(self, qpos, qvel):
+        """Noisy scaled observation (N, 48) of a state."""
+        quat = qpos[:, 3:7]
+        obs = build_observation(
+            quat,
+            quat_rotate_inverse(quat, qvel[:, :3]),
+            qvel[:, 3:6],
+            qpos[:, 7:],
+            qvel[:, 6:],
+            self.commands.command,
+            self.last_action,
+        )
+        return randomization.add_observation_noise(obs, self.noise, self.generator)
+
+    def _reset_envs(self, ids):
+        """Draw new initial states, parameters and commands for environments ids."""
+        n = len(ids)
+        if n == 0:
+            return
+        ids_np = ids.cpu().numpy()
+        qpos, qvel = self.sim.get_state()
+        u = self._uniform
+        qpos[ids_np] = description.default_qpos()
+        yaw = (2.0 * u(n) - 1.0) * math.pi
+        qpos[ids_np, 3], qpos[ids_np, 6] = np.cos(yaw / 2), np.sin(yaw / 2)
+        qpos[ids_np, 7:] += (2.0 * u(n, 12) - 1.0) * self.cfg.reset_joint_noise
+        qvel[ids_np] = 0.0
+        qvel[ids_np, :6] = (2.0 * u(n, 6) - 1.0) * self.cfg.reset_base_velocity
+        invalid = self.sim.invalid.copy()
+        self.sim.set_state(qpos, qvel)
+        self.sim.invalid[:] = invalid
+        self.sim.invalid[ids_np] = False
+        params = randomization.sample_params(self.num_envs, self.cfg.randomization, self.generator)
+        current = {k: self.sim.params[k].numpy().astype(np.float64) for k in params}
+        for key, value in params.items():
+            current[key][ids_np] = value[ids_np]
+        current['tau_max'] = np.tile(spec.TORQUE_LIMIT, (self.num_envs, 1))
+        self.sim.set_params(**current)
+        self.kp = torch.as_tensor(current['kp'], dtype=torch.float32, device=self.device)
+        self.kd = torch.as_tensor(current['kd'], dtype=torch.float32, device=self.device)
+        self.commands.resample(ids)
+        self.air_time.reset(ids)
+        self.episode_length_buf[ids] = 0
+        self.last_action[ids] = 0.0
+
+    # -- VecEnv -------------------------------------------------------------------------------
+    def reset(self, seed=None):
+        """Reset every environment; return obs (N, 48)."""
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        self._reset_envs(torch.arange(self.num_envs, device=self.device))
+        self.obs = self._observe(*self._state())
+        return self.obs
+
+    def step(self, actions):
+        """Apply actions (N, 12) for one control step; see the module docstring for outputs."""
+        actions = torch.as_tensor(actions, dtype=torch.float32, device=self.device).detach()
+        low = torch.as_tensor(self.action_low, dtype=torch.float32, device=self.device)
+        high = torch.as_tensor(self.action_high, dtype=torch.float32, device=self.device)
+        actions = torch.where(torch.isfinite(actions), actions, torch.zeros_like(actions))
+        actions = torch.minimum(torch.maximum(actions, low), high)
+        targets = self.default + spec.ACTION_SCALE * actions
+        _, qvel_before = self._state()
+        self._push()
+        self.sim.step(targets.cpu().numpy())
+        qpos, qvel = self._state()
+        self.episode_length_buf += 1
+        self.commands.step(self.dt)
+
+        quat = qpos[:, 3:7]
+        lin_vel = quat_rotate_inverse(quat, qvel[:, :3])
+        q, qd = qpos[:, 7:], qvel[:, 6:]
+        torque = torch.clamp(
+            self.kp * (targets - q) - self.kd * qd, -self.torque_limit, self.torque_limit
+        )
+        foot_height = (
+            torch.as_tensor(
+                self.sim.foot_positions()[:, self.foot_index, 2],
+                dtype=torch.float32,
+                device=self.device,
+            )
+            - FOOT_RADIUS
+        )
+        clearance = torch.as_tensor(
+            self.sim.shape_clearance(), dtype=torch.float32, device=self.device
+        )
+        touching = clearance < self.cfg.contact_threshold
+        foot_contact = foot_height < self.cfg.contact_threshold
+        phase = self.episode_length_buf.float() * self.dt
+        inputs = RewardInputs(
+            command=self.commands.command,
+            base_lin_vel=lin_vel,
+            base_ang_vel=qvel[:, 3:6],
+            torque=torque,
+            joint_acc=(qd - qvel_before[:, 6:]) / self.dt,
+            action=actions,
+            last_action=self.last_action,
+            foot_height=foot_height,
+            undesired_contact=touching[:, self.undesired_shapes].float().sum(dim=1),
+            phase_time=phase,
+            feet_air_time=self.air_time.update(foot_contact, self.commands.command, self.dt),
+        )
+        reward, terms = compute_reward(inputs, self.cfg.rewards, self.dt)
+
+        invalid = torch.as_tensor(self.sim.invalid, device=self.device)
+        terminated = (qpos[:, 2] < self.cfg.min_base_height) | invalid
+        terminated |= touching[:, self.base_shapes].any(dim=1)
+        truncated = (self.episode_length_buf >= self.max_episode_length) & ~terminated
+        reward = torch.where(invalid, torch.zeros_like(reward), reward)
+        self.last_action = actions
+        final_obs = self._observe(qpos, qvel)
+        done = terminated | truncated
+        if bool(done.any()):
+            self._reset_envs(torch.nonzero(done).flatten())
+            obs = self._observe(*self._state())
+            obs = torch.where(done[:, None], obs, final_obs)
+        else:
+            obs = final_obs
+        self.obs = obs
+        log = {f'reward/{name}': float(value.mean()) for name, value in terms.items()}
+        log['episode/base_height'] = float(qpos[:, 2].mean())
+        extras = {'final_obs': final_obs, 'time_outs': truncated, 'log': log}
+        return obs, reward, terminated, truncated, extras
+
+    def _push(self):
+        """Kick the planar base velocity of randomly chosen environments."""
+        mask = randomization.push_mask(
+            self.num_envs, self.dt, self.cfg.randomization, self.generator
+        )
+        if not bool(mask.any()):
+            return
+        qpos, qvel = self.sim.get_state()
+        kick = randomization.push_velocity(self.num_envs, self.cfg.randomization, self.generator)
+        qvel[mask.numpy(), :2] += kick.numpy()[mask.numpy()]
+        invalid = self.sim.invalid.copy()
+        self.sim.set_state(qpos, qvel)
+        self.sim.invalid[:] = invalid
+
+    def close(self):
+        """Nothing to release."""
+
+
+def make_vec_env(num_envs, device='cpu', seed=0, **overrides):
+    """The factory loco_train.vec_env.make_env calls for --env anymal."""
+    config = AnymalEnvConfig(**overrides)
+    return AnymalEnv(num_envs, config, device, seed)
