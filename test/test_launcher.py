@@ -109,3 +109,20 @@ def test_command_lines_use_the_config_and_quote_parameters():
         ).returncode
         == 2
     )
+
+
+def test_nodes_end_when_the_launcher_is_killed(request, tmp_path):
+    proc, log = launch(request.node.name, tmp_path, 'use_sim:=false', "policy:=''")
+    try:
+        pids = [int(p) for p in wait_for(log, r'started \w+ \(pid (\d+)\)', 1)]
+        wait_for(log, r'\[policy_node\] .*policy:', 1)
+        proc.kill()  # SIGKILL: no chance to forward anything; PR_SET_PDEATHSIG does it
+        proc.wait(5)
+        end = time.monotonic() + 10.0
+        while any(alive(pid) for pid in pids) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert not any(alive(pid) for pid in pids)
+    finally:
+        for pid in re.findall(r'started \w+ \(pid (\d+)\)', log.read_text()):
+            if alive(int(pid)):
+                os.killpg(int(pid), signal.SIGKILL)
