@@ -58,7 +58,7 @@ def substep_buffers(spec, sp, num_envs, iterations, contact, device, requires_gr
         buf.G = new((n, nc, nc), Mat33)
         buf.b = new((n, nc), Vec3)
         buf.weight = new((n, nc))
-        buf.dinv = new((n, nc), Mat33)
+        buf.rinv = new((n, nc), Vec3)
         buf.U = new((n, iterations, nc), Vec3)
         buf.lam = new((n, iterations + 1, nc), Vec3)
         buf.sdv = new((n, nv))

@@ -2,10 +2,15 @@
 
 Per contact c (frame n, t1, t2) the impulse lambda_c = [lambda_n, lambda_t1, lambda_t2] (N s):
     u_c = b_c + sum_c2 G_c,c2 lambda_c2                         contact velocity after impulses
-    x   = lambda_c - G_cc^-1 (u_c - target_c)                   block Gauss-Seidel step
-    lambda_n = max(x_n, 0);  lambda_t = x_t min(1, mu lambda_n / |x_t|)   Coulomb disc projection
-    lambda_c = w_c lambda_c                                     contact weight
-and the contact weight w_c and normal velocity target per model:
+    lambda_n = w_c max(lambda_n - (u_n - target_n) / G_nn, 0)   weighted normal step
+    u_t += G_tn (lambda_n - lambda_n_old)                        tangential velocity at it
+    x_t = lambda_t - G_tt^-1 u_t   if |x_t| <= mu lambda_n       2x2 block step: exact sticking
+    x_t = lambda_t - u_t / g_t     otherwise                     isotropic step: sliding
+    lambda_t = x_t min(1, mu lambda_n / |x_t|)                   Coulomb disc projection
+with g_t the mean tangential diagonal of G_cc: the isotropic step keeps sliding friction opposite
+to the sliding velocity (the block's would tilt it and spin a sliding body). The weight scales
+the normal impulse and through it the friction disc; the tangential rows are solved at the
+weighted normal impulse, so a sticking contact with w < 1 still sticks (no creep). The contact weight w_c and normal velocity target per model:
     smooth: w_c = sigmoid(-kappa (phi - offset)),  target_n = erp max(-phi, 0) / dt
         contacts act slightly before touchdown (w = 1/2 at phi = offset, ~1 at phi = 0), so the
         impulse is a smooth function of the state and gradients are informative;
@@ -37,7 +42,7 @@ def build(sp, module):
         erp: Float,  # penetration fraction removed per step
         dt: Float,  # time step (s)
         weight: wp.array2d(dtype=Float),  # (N, nc) contact weights w_c
-        dinv: wp.array2d(dtype=Mat33),  # (N, nc) inverse diagonal blocks G_cc^-1
+        rinv: wp.array2d(dtype=Vec3),  # (N, nc) step sizes [1/G_nn, 1/g_t, 1/g_t]
         U: wp.array3d(dtype=Vec3),  # (N, iterations, nc) contact velocities seen by each update
         lam: wp.array3d(dtype=Vec3),  # (N, iterations + 1, nc) impulse history, [0] = 0
     ):
@@ -51,7 +56,9 @@ def build(sp, module):
             if smooth == 1:
                 w = Float(1.0) / (Float(1.0) + wp.exp(kappa * (phi[e, c] - offset)))
             weight[e, c] = w
-            dinv[e, c] = wp.inverse(G[e, c, c])
+            block = G[e, c, c]
+            tangent = Float(2.0) / (block[1, 1] + block[2, 2])
+            rinv[e, c] = Vec3(Float(1.0) / block[0, 0], tangent, tangent)
             lam[e, 0, c] = Vec3(zero, zero, zero)
         for it in range(iterations):
             for c in range(nc):
@@ -62,13 +69,27 @@ def build(sp, module):
                     else:
                         u = u + G[e, c, c2] * lam[e, it, c2]
                 U[e, it, c] = u
-                gap = wp.where(smooth == 1, zero, Float(-2.0) * wp.max(phi[e, c], zero) / dt)
-                target = Vec3(erp * wp.max(-phi[e, c], zero) / dt + gap, zero, zero)
-                x = lam[e, it, c] - dinv[e, c] * (U[e, it, c] - target)
-                n = wp.max(x[0], zero)
-                t = wp.sqrt(x[1] * x[1] + x[2] * x[2] + Float(1.0e-20))
+                lam_old = lam[e, it, c]
+                gcc = G[e, c, c]
+                # normal row: scalar step, then the weight
+                target = erp * wp.max(-phi[e, c], zero) / dt
+                if smooth == 0:
+                    target = target - Float(2.0) * wp.max(phi[e, c], zero) / dt
+                x_n = lam_old[0] - rinv[e, c][0] * (U[e, it, c][0] - target)
+                n = weight[e, c] * wp.max(x_n, zero)
+                # tangential rows at the new normal impulse: 2x2 gcc step if it sticks
+                dn = n - lam_old[0]
+                u1 = U[e, it, c][1] + gcc[1, 0] * dn
+                u2 = U[e, it, c][2] + gcc[2, 0] * dn
+                det = gcc[1, 1] * gcc[2, 2] - gcc[1, 2] * gcc[2, 1]
+                x1 = lam_old[1] - (gcc[2, 2] * u1 - gcc[1, 2] * u2) / det
+                x2 = lam_old[2] - (gcc[1, 1] * u2 - gcc[2, 1] * u1) / det
+                if x1 * x1 + x2 * x2 > mu[e] * mu[e] * n * n:
+                    x1 = lam_old[1] - rinv[e, c][1] * u1
+                    x2 = lam_old[2] - rinv[e, c][2] * u2
+                t = wp.sqrt(x1 * x1 + x2 * x2 + Float(1.0e-20))
                 scale = wp.min(Float(1.0), mu[e] * n / t)
-                lam[e, it + 1, c] = weight[e, c] * Vec3(n, x[1] * scale, x[2] * scale)
+                lam[e, it + 1, c] = Vec3(n, x1 * scale, x2 * scale)
 
     @wp.kernel(module=module)
     def apply_impulses(

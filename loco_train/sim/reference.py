@@ -26,10 +26,10 @@ def random_states(model, n, rng, speed=1.0):
     return qpos, speed * rng.normal(size=(n, model.nv))
 
 
-def mujoco_stand(model, seconds=2.0):
+def mujoco_stand(model, seconds=2.0, qpos=None):
     """Qpos after standing `seconds` under the spec's PD gains in MuJoCo (explicit PD per step)."""
     data = mujoco.MjData(model)
-    data.qpos[:] = default_qpos()
+    data.qpos[:] = default_qpos() if qpos is None else qpos
     for _ in range(int(round(seconds / model.opt.timestep))):
         torque = spec.KP * (spec.DEFAULT_JOINT_POS - data.qpos[7:]) - spec.KD * data.qvel[6:]
         data.ctrl[:] = np.clip(torque, -spec.TORQUE_LIMIT, spec.TORQUE_LIMIT)

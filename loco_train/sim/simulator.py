@@ -249,7 +249,7 @@ class Simulator:
                 k.pgs_solve,
                 [buf.G, buf.b, buf.phi, params['mu'], int(c.contact == 'smooth'),
                  sp.Float(c.kappa), sp.Float(c.contact_offset), sp.Float(c.erp), dt],
-                [buf.weight, buf.dinv, buf.U, buf.lam],
+                [buf.weight, buf.rinv, buf.U, buf.lam],
             )  # fmt: skip
             self._launch(
                 k.apply_impulses,
