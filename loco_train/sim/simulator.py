@@ -298,7 +298,10 @@ class Simulator:
         if applied is None:
             applied = self.zeros_nv
         else:
-            applied = self._array(np.broadcast_to(_host(applied, np.float64), (n, self.spec.nv)))
+            applied = np.broadcast_to(_host(applied, np.float64), (n, self.spec.nv))
+            if not np.all(np.isfinite(applied)):
+                raise ValueError('step: applied forces are not finite')
+            applied = self._array(np.ascontiguousarray(applied))
         return self._array(np.ascontiguousarray(targets)), tau_ff, applied
 
     def step(self, targets=None, tau_ff=None, applied=None):
