@@ -40,6 +40,12 @@ class LoopStats:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return usage.ru_utime + usage.ru_stime
 
+    def restart_totals(self):
+        """Drop the run's samples so far (e.g. start-up) and restart CPU and rate accounting."""
+        self.totals = {name: [] for name in self.totals}
+        self.ticks = 0
+        self.start_wall, self.start_cpu = time.monotonic(), self._cpu()
+
     def add(self, name, value):
         """Record one sample (s) of a series."""
         if name not in self.series:

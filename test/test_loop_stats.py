@@ -11,3 +11,8 @@ def test_jitter_rate_and_percentiles():
     assert abs(total['jitter_max_ms'] - 1.0) < 1e-6 and recent['inference_p50_ms'] == 0.1
     assert percentiles([]) == {'p50': 0.0, 'p99': 0.0, 'max': 0.0}
     assert 'cpu_percent' in total
+    stats.restart_totals()
+    stats.tick(0.1)
+    stats.tick(0.12)
+    assert stats.summary(recent=False)['ticks'] == 2
+    assert abs(stats.totals['period'][0] - 0.02) < 1e-9

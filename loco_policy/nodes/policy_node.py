@@ -81,6 +81,7 @@ class PolicyNode(Node):
         self.batch, self.batch_size = [], max(1, int(p['transition_batch']))
         self.state_received = None  # perf_counter time (s) of the last /joint_states
         self.transitions_published = 0
+        self.operating = False  # True from the first accepted start request
         self._create_interfaces(float(p['diagnostics_period']))
         self._last_status = None
         self.publish_status(force=True)
@@ -152,6 +153,9 @@ class PolicyNode(Node):
 
         def handle(request, response):
             response.success, response.message = self.controller.request(name, time.monotonic())
+            if response.success and name == 'start' and not self.operating:
+                self.operating = True  # the run summary covers operation, not start-up
+                self.stats.restart_totals()
             self._log('info' if response.success else 'warning', f'{name}: {response.message}')
             self.publish_status(force=True)
             return response
@@ -225,7 +229,7 @@ class PolicyNode(Node):
         self.publish_status(force=True)
 
     def run_summary(self):
-        """The whole run's figures and mode transitions (for the stats file)."""
+        """The run's figures since the first accepted start, and the mode transitions."""
         summary = self.stats.summary(recent=False)
         summary['transitions_published'] = self.transitions_published
         summary['mode'] = self.controller.fsm.mode.value
