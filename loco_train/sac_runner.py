@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from loco_train.atomic_io import atomic_torch_save, torch_load
+from loco_train.export import POLICY_KEY, policy_payload
 from loco_train.sac import bounds_from_box, ReplayBuffer, SAC, SACConfig
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ class SACRunner:
         self.update_credit = 0.0  # updates owed: utd_ratio per transition, fractions carried
         self.recent_returns = deque(maxlen=config.return_window)
         self.episodes = 0
+        self.dropped_steps = 0  # vector steps not stored because the env returned NaN/inf
         self.writer = None
 
     # -- checkpoints ---------------------------------------------------------------------------
@@ -107,6 +109,15 @@ class SACRunner:
             'episodes': self.episodes,
             'recent_returns': list(self.recent_returns),
             'torch_rng': torch.get_rng_state(),
+            # What `loco-train export` reads: the same exporter and contract as SHAC.
+            POLICY_KEY: policy_payload(
+                self.sac.actor,
+                self.sac.actor_kwargs,
+                self.sac.normalizer,
+                'sac',
+                self.sac.num_updates,
+                float(np.mean(self.recent_returns)) if self.recent_returns else 0.0,
+            ),
         }
         if self.cfg.save_replay:
             self.buffer.save(os.path.join(self.run_dir, 'replay.pt'))
@@ -150,12 +161,18 @@ class SACRunner:
                 actions = self._random_actions()
             else:
                 actions = self.sac.act(obs)
+                # A NaN observation gives a NaN action: send the box centre (default pose).
+                actions = torch.where(torch.isfinite(actions), actions, self.sac.actor.b)
             next_obs, reward, terminated, truncated, extras = env.step(actions)
             # The transition's successor is the pre-reset observation where an episode ended.
             if not cfg.timeout_bootstrap:  # ablation: a timeout counts as a failure
                 terminated, truncated = terminated | truncated, torch.zeros_like(truncated)
-            self.buffer.add(obs, actions, reward, extras['final_obs'], terminated, truncated)
-            self.sac.normalizer.update(obs)
+            final_obs = extras['final_obs']
+            if torch.isfinite(torch.cat([obs, final_obs, reward[:, None]], dim=1)).all():
+                self.buffer.add(obs, actions, reward, final_obs, terminated, truncated)
+                self.sac.normalizer.update(obs)
+            else:  # a NaN from the env never reaches the buffer, the normaliser or the networks
+                self.dropped_steps += 1
             done = terminated | truncated
             episode_return += reward
             if done.any():
@@ -231,6 +248,7 @@ class SACRunner:
             'eval_episodes': self.cfg.eval_episodes,
             'updates': self.sac.num_updates,
             'skipped_updates': self.sac.num_skipped,
+            'dropped_env_steps': self.dropped_steps,
             'alpha': float(self.sac.alpha),
             'checkpoint': self.checkpoint_path,
         }

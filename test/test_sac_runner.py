@@ -5,11 +5,14 @@ import io
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 
+from loco_train import vec_env
 from loco_train.atomic_io import torch_load
 from loco_train.cli import main
+from loco_train.sac_runner import RunnerConfig, SACRunner
 
 
 def run_cli(*argv):
@@ -20,9 +23,34 @@ def run_cli(*argv):
     return status, (json.loads(lines[-1]) if lines else None)
 
 
-def test_anymal_is_refused_with_a_clear_message(capsys):
+def test_missing_anymal_module_gives_a_clear_message(capsys, monkeypatch):
+    monkeypatch.setattr(vec_env, 'ANYMAL_MODULE', 'loco_train.envs.not_built_yet')
     assert main(['sac', '--env', 'anymal', '--no-progress']) == 2
     assert 'ANYmal environment is not built yet' in capsys.readouterr().err
+
+
+def test_anymal_run_exports_through_the_shared_exporter(tmp_path):
+    """SAC on the ANYmal VecEnv, then `loco-train export` and `check-policy` on its checkpoint."""
+    pytest.importorskip('warp')
+    ort = pytest.importorskip('onnxruntime')
+    status, result = run_cli('--env', 'anymal', '--num-envs', '8', '--total-steps', '160',
+                             '--learning-starts', '80', '--batch-size', '32', '--utd-ratio',
+                             '0.25', '--eval-episodes', '0', '--log-dir', str(tmp_path),
+                             '--no-progress')  # fmt: skip
+    assert status == 0 and result['updates'] == 20 and result['skipped_updates'] == 0
+    onnx_path = str(tmp_path / 'sac.onnx')
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(['export', result['checkpoint'], '-o', onnx_path]) == 0
+        assert main(['check-policy', onnx_path]) == 0
+    # The graph is normaliser + deterministic b + c tanh(mu), the same as SAC.act(..., True).
+    from loco_train.export import load_policy
+
+    policy, info = load_policy(result['checkpoint'])
+    assert info['algorithm'] == 'sac' and info['iterations'] == 20
+    obs = torch.randn(5, 48)
+    session = ort.InferenceSession(onnx_path, providers=['CPUExecutionProvider'])
+    (actions,) = session.run(None, {session.get_inputs()[0].name: obs.numpy()})
+    np.testing.assert_allclose(actions, policy(obs).detach().numpy(), atol=1e-5)
 
 
 def test_unknown_env_and_discrete_actions_are_rejected():
@@ -51,7 +79,7 @@ def test_smoke_run_checkpoint_and_resume(tmp_path):
     ]
     status, first = run_cli('--total-steps', '400', *common)
     assert status == 0
-    assert first['env_steps'] == 400 and first['updates'] == 100  # utd 0.5 after 200 steps
+    assert first['env_steps'] == 400 and first['updates'] == 50  # utd 0.25 after 200 steps
     assert first['skipped_updates'] == 0 and first['eval_return'] < 0
     checkpoint = torch_load(first['checkpoint'])
     for key in (
@@ -71,7 +99,7 @@ def test_smoke_run_checkpoint_and_resume(tmp_path):
 
     status, second = run_cli('--total-steps', '600', '--resume', first['checkpoint'], *common)
     assert status == 0
-    assert second['env_steps'] == 600 and second['updates'] == 200  # continued, not restarted
+    assert second['env_steps'] == 600 and second['updates'] == 100  # continued, not restarted
     resumed = torch_load(second['checkpoint'])
     assert resumed['sac']['normalizer']['count'] == 600
     replay = torch_load(tmp_path / 'replay.pt')
@@ -98,3 +126,47 @@ def test_sac_learns_pendulum_within_20k_steps(tmp_path):
     assert result['env_steps'] == 20_000 and result['skipped_updates'] == 0
     assert result['final_return'] > -250  # mean of the last 20 training episodes
     assert result['eval_return'] > -250  # deterministic policy, 10 fresh episodes
+
+
+class NaNOnceVecEnv:
+    """Two environments; environment 1 returns a NaN observation and reward at step 3."""
+
+    num_envs, obs_dim, action_dim = 2, 3, 1
+    action_low, action_high = np.array([-2.0]), np.array([2.0])
+
+    def reset(self, seed=None):
+        self.t = 0
+        return torch.zeros(2, 3)
+
+    def step(self, actions):
+        assert torch.isfinite(actions).all()
+        self.t += 1
+        obs = torch.randn(2, 3)
+        reward = -actions[:, 0].abs()
+        if self.t == 3:
+            obs[1], reward[1] = float('nan'), float('nan')
+        truncated = torch.full((2,), self.t % 5 == 0)
+        return obs, reward, torch.zeros(2, dtype=torch.bool), truncated, {'final_obs': obs}
+
+    def close(self):
+        pass
+
+
+def test_nan_from_the_env_never_reaches_buffer_normaliser_or_networks(tmp_path):
+    cfg = RunnerConfig(
+        total_steps=40,
+        learning_starts=10,
+        eval_episodes=0,
+        progress=False,
+        log_dir=str(tmp_path),
+        checkpoint_interval=0,
+    )
+    cfg.sac.batch_size = 8
+    runner = SACRunner(NaNOnceVecEnv(), cfg)
+    summary = runner.learn()
+    # The NaN step and the one that starts from its NaN observation are dropped.
+    assert summary['dropped_env_steps'] == 2 and summary['skipped_updates'] == 0
+    assert runner.sac.num_updates > 0
+    assert all(torch.isfinite(getattr(runner.buffer, f)).all() for f in ('obs', 'next_obs'))
+    assert torch.isfinite(runner.sac.normalizer.mean).all()
+    assert all(torch.isfinite(p).all() for p in runner.sac.actor.parameters())

@@ -36,7 +36,7 @@ class SACConfig:
     """Polyak rate: thetabar <- tau theta + (1 - tau) thetabar after every critic update."""
     batch_size: int = 256
     """Transitions per gradient update."""
-    utd_ratio: float = 0.5
+    utd_ratio: float = 0.25
     """Update-to-data ratio: gradient updates per collected transition (fractions accumulate)."""
     actor_lr: float = 1e-3
     """Adam learning rate of the actor."""
@@ -68,16 +68,18 @@ class SAC:
     def __init__(self, obs_dim: int, action_bias, action_scale, config: SACConfig, device='cpu'):
         self.cfg, self.device = config, torch.device(device)
         self.normalizer = EmpiricalNormalizer(obs_dim).to(self.device)
-        self.actor = SquashedGaussianActor(
-            obs_dim,
-            action_bias,
-            action_scale,
-            hidden=tuple(config.actor_hidden),
-            activation=config.activation,
-            sigma0=config.sigma0,
-            log_sigma_bounds=tuple(config.log_sigma_bounds),
-            mean_init_std=config.mean_init_std,
-        ).to(self.device)
+        # Plain values only: the exporter rebuilds the actor from these (loco_train.export).
+        self.actor_kwargs = {
+            'obs_dim': int(obs_dim),
+            'action_bias': [float(v) for v in torch.as_tensor(action_bias).reshape(-1)],
+            'action_scale': [float(v) for v in torch.as_tensor(action_scale).reshape(-1)],
+            'hidden': tuple(config.actor_hidden),
+            'activation': config.activation,
+            'sigma0': config.sigma0,
+            'log_sigma_bounds': tuple(config.log_sigma_bounds),
+            'mean_init_std': config.mean_init_std,
+        }
+        self.actor = SquashedGaussianActor(**self.actor_kwargs).to(self.device)
         d = self.actor.action_dim
         self.critic = QEnsemble(
             obs_dim, d, config.num_critics, tuple(config.critic_hidden), config.activation
