@@ -39,38 +39,39 @@ def build(sp, module):
                 J[e, c, j] = Vec3(wp.dot(n, v), wp.dot(md.ground_t1, v), wp.dot(md.ground_t2, v))
 
     @wp.kernel(module=module)
-    def delassus(
+    def delassus_columns(
         L: wp.array3d(dtype=Float),  # (N, nv, nv) Cholesky factor of H
         J: wp.array3d(dtype=Vec3),  # (N, nc, nv)
         qvel: wp.array2d(dtype=Float),  # (N, nv) contact-free velocity
         SY: wp.array3d(dtype=Vec3),  # (N, nv, nc) scratch sums of the forward substitution
         Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-1 J^T
-        G: wp.array3d(dtype=Mat33),  # (N, nc, nc) 3x3 blocks of J H^-1 J^T
         b: wp.array2d(dtype=Vec3),  # (N, nc) contact velocity J qd without impulses (m/s)
     ):
-        """Delassus operator through the Cholesky factor, and the free contact velocities."""
-        e = wp.tid()
+        """Column c of Y = L^-1 J^T by forward substitution, and the free contact velocity."""
+        e, c = wp.tid()
         nv = L.shape[1]
-        nc = J.shape[1]
-        for c in range(nc):
-            u = Vec3(Float(0.0), Float(0.0), Float(0.0))
-            for j in range(nv):
-                u = u + J[e, c, j] * qvel[e, j]
-            b[e, c] = u
-            for i in range(nv):
-                s = Vec3(Float(0.0), Float(0.0), Float(0.0))
-                for k in range(i):
-                    s = s + L[e, i, k] * Y[e, k, c]
-                SY[e, i, c] = s
-                Y[e, i, c] = (J[e, c, i] - SY[e, i, c]) / L[e, i, i]
-        for c in range(nc):
-            for c2 in range(c, nc):
-                g = wp.outer(Y[e, 0, c], Y[e, 0, c2])
-                for i in range(1, nv):
-                    g = g + wp.outer(Y[e, i, c], Y[e, i, c2])
-                G[e, c, c2] = g
-                if c2 != c:
-                    G[e, c2, c] = wp.transpose(g)
+        u = Vec3(Float(0.0), Float(0.0), Float(0.0))
+        for j in range(nv):
+            u = u + J[e, c, j] * qvel[e, j]
+        b[e, c] = u
+        for i in range(nv):
+            s = Vec3(Float(0.0), Float(0.0), Float(0.0))
+            for k in range(i):
+                s = s + L[e, i, k] * Y[e, k, c]
+            SY[e, i, c] = s
+            Y[e, i, c] = (J[e, c, i] - SY[e, i, c]) / L[e, i, i]
+
+    @wp.kernel(module=module)
+    def delassus_blocks(
+        Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-1 J^T
+        G: wp.array3d(dtype=Mat33),  # (N, nc, nc) 3x3 blocks of J H^-1 J^T = Y^T Y
+    ):
+        """Delassus block (c, c2) = sum_i Y[i, c] Y[i, c2]^T."""
+        e, c, c2 = wp.tid()
+        g = wp.outer(Y[e, 0, c], Y[e, 0, c2])
+        for i in range(1, Y.shape[1]):
+            g = g + wp.outer(Y[e, i, c], Y[e, i, c2])
+        G[e, c, c2] = g
 
     @wp.kernel(module=module)
     def contact_points(
@@ -126,7 +127,8 @@ def build(sp, module):
 
     return SimpleNamespace(
         contact_jacobian=contact_jacobian,
-        delassus=delassus,
+        delassus_columns=delassus_columns,
+        delassus_blocks=delassus_blocks,
         contact_points=contact_points,
         shape_clearance=shape_clearance,
     )

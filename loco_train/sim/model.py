@@ -66,9 +66,10 @@ class ModelSpec:
     """numpy float64 arrays: body_pos (nbody,3), body_quat (nbody,4 xyzw), body_ipos, body_iquat,
     body_mass (nbody,), body_inertia (nbody,3), jnt_axis (nbody,3), jnt_pos (nbody,3), qpos0 (nq,),
     dof_armature (nv,), dof_damping (nv,), contact_pos (nc,3), contact_radius (nc,),
-    shape_pos (ns,3), shape_quat (ns,4), shape_size (ns,3), ground_normal, ground_point, ground_t1, ground_t2 (3,),
-    gravity (3,), ctrl_limit (nu,); and int32 topology arrays (body_parent, body_jtype, ...,
-    dof_anc (nv, depth), contact_dofs (nc, depth)) read by the kernels' dynamic loops."""
+    shape_pos (ns,3), shape_quat (ns,4), shape_size (ns,3), ground_normal, ground_point,
+    ground_t1, ground_t2, gravity (3,), ctrl_limit (nu,); and the int32 topology arrays
+    (body_parent, body_jtype, ..., dof_anc (nv, depth), contact_dofs (nc, depth)) read by the
+    kernels' dynamic loops."""
 
     @property
     def ncontact(self):

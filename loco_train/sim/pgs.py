@@ -10,7 +10,8 @@ Per contact c (frame n, t1, t2) the impulse lambda_c = [lambda_n, lambda_t1, lam
 with g_t the mean tangential diagonal of G_cc: the isotropic step keeps sliding friction opposite
 to the sliding velocity (the block's would tilt it and spin a sliding body). The weight scales
 the normal impulse and through it the friction disc; the tangential rows are solved at the
-weighted normal impulse, so a sticking contact with w < 1 still sticks (no creep). The contact weight w_c and normal velocity target per model:
+weighted normal impulse, so a sticking contact with w < 1 still sticks (no creep).
+The contact weight w_c and normal velocity target per model:
     smooth: w_c = sigmoid(-kappa (phi - offset)),  target_n = erp max(-phi, 0) / dt
         contacts act slightly before touchdown (w = 1/2 at phi = offset, ~1 at phi = 0), so the
         impulse is a smooth function of the state and gradients are informative;

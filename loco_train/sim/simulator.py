@@ -2,10 +2,10 @@
 
 One control step = `substeps` Moreau steps of dt = control_dt / substeps:
     q_mid = q + dt/2 qd                                   (positions to the midpoint)
-    H, h, J, phi at q_mid;  tau = PD(q_mid, qd)            (dynamics and contacts at the midpoint)
-    qd_free = qd + dt H^-1 (tau - h - damping qd)          (Cholesky solve, no inverse)
-    qd+ = qd_free + H^-1 J^T lambda                        (PGS impulses; or soft forces in H^-1 f)
-    q+ = q_mid + dt/2 qd+                                  (second half step, quaternion normalised)
+    H, h, J, phi at q_mid;  tau = PD(q_mid, qd)         (dynamics and contacts at the midpoint)
+    qd_free = qd + dt H^-1 (tau - h - damping qd)       (Cholesky solve, no inverse)
+    qd+ = qd_free + H^-1 J^T lambda                     (PGS impulses; soft: forces in the solve)
+    q+ = q_mid + dt/2 qd+                               (second half step, quaternion normalised)
 dt = 0.005 s by default (4 substeps per 20 ms control step): stable for ANYmal's stiffest
 dynamics (PD gains kp 80 N m/rad on ~0.01 kg m^2 links give natural periods of ~70 ms, and
 impulse-based contact has no stiffness limit); 0.0025 s (8 substeps) is recommended for the soft
@@ -115,8 +115,9 @@ class Simulator:
         }
 
     def set_params(self, **values):
-        """Set per-env parameters (kp, kd, tau_max, armature: (N, nu) or (nu,); mass_offset, mu:
-        (N,) or scalar); ValueError on a non-finite or out-of-range value.
+        """Set per-env parameters; ValueError on a non-finite or out-of-range value.
+
+        kp, kd, tau_max, armature: (N, nu) or (nu,); mass_offset (kg), mu: (N,) or scalar.
         """
         n, nu = self.num_envs, max(self.spec.nu, 1)
         for name, value in values.items():
@@ -244,7 +245,12 @@ class Simulator:
         self._launch(k.free_velocity, [qvel, buf.qacc, dt], [buf.qvel_free], dim=(n, nv))
         qvel_end = buf.qvel_free
         if has_contact and c.contact in ('hard', 'smooth'):
-            self._launch(k.delassus, [buf.L, buf.J, buf.qvel_free], [buf.SY, buf.Y, buf.G, buf.b])
+            nc = self.spec.ncontact
+            self._launch(
+                k.delassus_columns, [buf.L, buf.J, buf.qvel_free], [buf.SY, buf.Y, buf.b],
+                dim=(n, nc),
+            )  # fmt: skip
+            self._launch(k.delassus_blocks, [buf.Y], [buf.G], dim=(n, nc, nc))
             self._launch(
                 k.pgs_solve,
                 [buf.G, buf.b, buf.phi, params['mu'], int(c.contact == 'smooth'),
@@ -261,7 +267,7 @@ class Simulator:
         return buf.qpos_out, qvel_end
 
     def control_step(self, qpos, qvel, target, tau_ff, applied, params, bufs):
-        """`substeps` Moreau steps with fixed targets; returns (qpos, qvel, [force per substep])."""
+        """`substeps` Moreau steps with fixed targets; return (qpos, qvel, [substep forces])."""
         forces = []
         for buf in bufs:
             qpos, qvel = self.substep(qpos, qvel, target, tau_ff, applied, params, buf)

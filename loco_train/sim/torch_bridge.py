@@ -101,16 +101,18 @@ class TorchSim:
         return {name: wp.to_torch(self.sim.params[name]).clone() for name in PARAMS}
 
     def reset(self, qpos, qvel):
-        """Start from (qpos (N, nq), qvel (N, nv)); pass tensors with requires_grad to get
-        gradients with respect to the initial state.
+        """Start from (qpos (N, nq), qvel (N, nv)).
+
+        Pass tensors with requires_grad to get gradients with respect to the initial state.
         """
         self.qpos, self.qvel = self.tensor(qpos), self.tensor(qvel)
         if not (torch.isfinite(self.qpos).all() and torch.isfinite(self.qvel).all()):
             raise ValueError('reset: qpos/qvel contain NaN or inf')
 
     def step(self, targets, params=None, tau_ff=None):
-        """One control step with joint targets (N, nu); params: dict of (N, nu)/(N,) tensors
-        overriding the simulator's; returns a StepOutput and keeps its state for the next step.
+        """One control step with joint targets (N, nu) from the held state; return a StepOutput.
+
+        params: dict of (N, nu) or (N,) tensors overriding the simulator's parameters.
         """
         out = self.step_from(self.qpos, self.qvel, targets, params, tau_ff)
         self.qpos, self.qvel = out.qpos, out.qvel

@@ -1,0 +1,172 @@
+"""`loco-train bench sim`: env-substeps per second of the Warp simulator against MuJoCo.
+
+Measures, on the robot description with PD actuators standing at the default pose:
+- Warp forward (no tape) and forward+backward (torch bridge, loss on the final state of a window)
+  env-substeps/s at each N;
+- MuJoCo steps/s on the same model, dt and contact set (foot spheres against the floor only),
+  single-threaded and with mujoco.rollout on all cores.
+Prints one status line per measurement and one JSON object as its last line.
+"""
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def add_arguments(parser):
+    """Options of the simulator benchmark."""
+    parser.add_argument('--envs', default='1,64,1024', help='comma-separated env counts')
+    parser.add_argument('--contact', default='smooth', help='smooth, hard, soft or none')
+    parser.add_argument('--device', default='cpu', help="warp device: 'cpu' or 'cuda'")
+    parser.add_argument('--dtype', default='float32', help='float32 or float64')
+    parser.add_argument('--seconds', type=float, default=3.0, help='time budget per measurement')
+    parser.add_argument('--window', type=int, default=8, help='control steps per backward pass')
+    parser.add_argument('--quick', action='store_true', help='N = 1 and 16, short timings')
+
+
+def _status(text):
+    print(text, file=sys.stdout, flush=True)
+
+
+def _timed(fn, budget, min_reps=2):
+    """Run fn until `budget` seconds have passed (at least min_reps); return seconds per call."""
+    fn()  # warm-up: compilation and allocation
+    reps, start = 0, time.perf_counter()
+    while reps < min_reps or time.perf_counter() - start < budget:
+        fn()
+        reps += 1
+    return (time.perf_counter() - start) / reps
+
+
+def _warp_rates(model, n, args):
+    import torch
+    import warp as wp
+
+    from loco_policy import spec
+    from loco_policy.description import default_qpos
+    from loco_train.sim import Simulator
+    from loco_train.sim.torch_bridge import TorchSim
+
+    sim = Simulator(model, n, contact=args.contact, device=args.device, dtype=args.dtype)
+    sim.set_params(kp=spec.KP, kd=spec.KD, tau_max=spec.TORQUE_LIMIT)
+    qpos = np.tile(default_qpos(), (n, 1))
+    sim.set_state(qpos, np.zeros((n, model.nv)))
+    targets = np.tile(spec.DEFAULT_JOINT_POS, (n, 1))
+    target, tau_ff, applied = sim._inputs(targets, None, None)
+    bufs = sim.substep_buffers()
+    substeps = sim.config.substeps
+
+    def forward():
+        for _ in range(args.window):
+            sim.control_step(sim.qpos, sim.qvel, target, tau_ff, applied, sim.params, bufs)
+        wp.synchronize_device(sim.device)
+
+    ts = TorchSim(sim)
+    window_targets = torch.tensor(targets, dtype=ts.dtype).repeat(args.window, 1, 1)
+
+    def forward_backward():
+        ts.reset(qpos, np.zeros((n, model.nv)))
+        tgt = window_targets.clone().requires_grad_()
+        for t in range(args.window):
+            out = ts.step(tgt[t])
+        (out.qpos[:, 2].sum() + out.foot_pos.square().sum()).backward()
+        wp.synchronize_device(sim.device)
+
+    fwd = n * substeps * args.window / _timed(forward, args.seconds)
+    _status(f'warp {args.device} N={n}: forward {fwd:,.0f} env-substeps/s')
+    both = n * substeps * args.window / _timed(forward_backward, args.seconds)
+    _status(f'warp {args.device} N={n}: forward+backward {both:,.0f} env-substeps/s')
+    return {'forward': round(fwd), 'forward_backward': round(both), 'ratio': round(fwd / both, 2)}
+
+
+def _mujoco_model(dt):
+    """The robot with PD position actuators (kp, kd, torque limit) and only foot contacts."""
+    import mujoco
+
+    from loco_policy import spec
+    from loco_train.sim import load_model
+
+    model = load_model()
+    model.opt.timestep = dt
+    feet = {mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, f) for f in spec.FOOT_NAMES}
+    for g in range(model.ngeom):
+        if model.geom_bodyid[g] != 0 and g not in feet:
+            model.geom_contype[g] = model.geom_conaffinity[g] = 0
+    model.actuator_gaintype[:] = mujoco.mjtGain.mjGAIN_FIXED
+    model.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_AFFINE
+    model.actuator_gainprm[:, 0] = spec.KP
+    model.actuator_biasprm[:, :3] = np.stack([0 * spec.KP, -spec.KP, -spec.KD], axis=1)
+    model.actuator_ctrlrange[:] = [-10.0, 10.0]
+    model.actuator_forcelimited[:] = 1
+    model.actuator_forcerange[:] = np.stack([-spec.TORQUE_LIMIT, spec.TORQUE_LIMIT], axis=1)
+    return model
+
+
+def _mujoco_rates(dt, args):
+    import mujoco
+    from mujoco import rollout
+
+    from loco_policy import spec
+    from loco_policy.description import default_qpos
+
+    model = _mujoco_model(dt)
+    data = mujoco.MjData(model)
+    data.qpos[:] = default_qpos()
+    state = np.zeros(mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
+    mujoco.mj_getState(model, data, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    nbatch, nstep = (16, 50) if args.quick else (256, 100)
+    initial = np.tile(state, (nbatch, 1))
+    control = np.tile(spec.DEFAULT_JOINT_POS, (nbatch, nstep, 1))
+    result = {}
+    threads = os.cpu_count() or 1
+    for name, count in (('single_thread', 1), ('rollout_all_cores', threads)):
+        datas = [mujoco.MjData(model) for _ in range(count)]
+        with rollout.Rollout(nthread=count) as runner:
+
+            def run(runner=runner, datas=datas):
+                runner.rollout(model, datas, initial, control)
+
+            rate = nbatch * nstep / _timed(run, args.seconds)
+        result[name] = round(rate)
+        _status(f'mujoco {name} ({count} thread{"s" * (count > 1)}): {rate:,.0f} steps/s')
+    result['threads'] = threads
+    return result
+
+
+def run(args):
+    """Run the benchmark; print progress and the JSON result (last line)."""
+    from loco_train.sim import load_model, SimConfig
+
+    if args.quick:
+        args.envs, args.seconds, args.window = '1,16', min(args.seconds, 0.5), 4
+    envs = [int(n) for n in args.envs.split(',')]
+    model = load_model()
+    config = SimConfig(contact=args.contact, device=args.device, dtype=args.dtype)
+    warp = {}
+    for n in envs:
+        warp[str(n)] = _warp_rates(model, n, args)
+    mujoco_rates = _mujoco_rates(config.dt, args)
+    largest = warp[str(max(envs))]
+    result = {
+        'bench': 'sim',
+        'device': args.device,
+        'contact': args.contact,
+        'dtype': args.dtype,
+        'dt': config.dt,
+        'substeps': config.substeps,
+        'warp_env_substeps_per_s': warp,
+        'mujoco_steps_per_s': mujoco_rates,
+        'goals': {
+            'forward_vs_mujoco_per_core': round(
+                largest['forward'] / mujoco_rates['single_thread'], 3
+            ),
+            'forward_ge_mujoco_per_core': largest['forward'] >= mujoco_rates['single_thread'],
+            'backward_cost_x_forward': largest['ratio'],
+            'fwd_bwd_le_3x_forward': largest['ratio'] <= 3.0,
+        },
+    }
+    print(json.dumps(result))
+    return 0
