@@ -3,8 +3,8 @@
 Measured on ANYmal-shaped data (48 observations, 12 actions, the spec's action bounds) for the
 default SACConfig and for the runner's ANYmal preset, each as update() alone and as replay
 sampling (n-step aggregation) plus update(). The other figure of the issue, env-steps to a
-reference return beside rsl-rl-lib PPO, needs the ANYmal environment and is reported as not
-yet measurable.
+reference return beside rsl-rl-lib PPO, needs full training runs on the ANYmal environment and
+is reported as not measured.
 """
 
 from dataclasses import replace
@@ -117,8 +117,10 @@ def run(args) -> int:
             'sac': None,
             'ppo': None,
             'measured': False,
-            'reason': 'not yet measurable: the ANYmal environment (issues 3-4) is not built; '
-            'rerun this bench once `loco-train sac --env anymal` and the PPO baseline run',
+            'reason': 'not measured: needs full SAC and rsl-rl-lib PPO training runs on the '
+            'ANYmal environment (thousands of envs, GPU scale), beyond a CPU bench; compare '
+            'TensorBoard train/episode_return of `loco-train sac --env anymal` and '
+            '`loco-train ppo` at equal env steps',
         },
     }
     print(json.dumps(result), flush=True)

@@ -152,7 +152,7 @@ class SACRunner:
         self.writer = SummaryWriter(self.run_dir)
         obs = env.reset(seed=cfg.seed + self.steps)
         episode_return = torch.zeros(N, device=cfg.device)
-        sums, count, last_log, start = {}, 0, self.steps, time.time()
+        sums, count, last_log, start, env_log = {}, 0, self.steps, time.time(), {}
         bar = tqdm(
             total=cfg.total_steps, initial=self.steps, unit='step', disable=not cfg.progress
         )
@@ -174,7 +174,8 @@ class SACRunner:
             else:  # a NaN from the env never reaches the buffer, the normaliser or the networks
                 self.dropped_steps += 1
             done = terminated | truncated
-            episode_return += reward
+            episode_return += torch.nan_to_num(reward, nan=0.0, posinf=0.0, neginf=0.0)
+            env_log = extras.get('log', env_log)  # the env's named reward terms, if any
             if done.any():
                 self.recent_returns.extend(episode_return[done].tolist())
                 self.episodes += int(done.sum())
@@ -193,7 +194,7 @@ class SACRunner:
                     count += 1
             if self.steps - last_log >= cfg.log_interval or self.steps >= cfg.total_steps:
                 rate = (self.steps - last_log) / max(time.time() - start, 1e-9)
-                self._log({k: v / max(count, 1) for k, v in sums.items()}, rate)
+                self._log({k: v / max(count, 1) for k, v in sums.items()} | env_log, rate)
                 if self.recent_returns:
                     bar.set_postfix(ret=f'{np.mean(self.recent_returns):.1f}')
                 sums, count, last_log, start = {}, 0, self.steps, time.time()

@@ -169,4 +169,5 @@ def test_nan_from_the_env_never_reaches_buffer_normaliser_or_networks(tmp_path):
     assert runner.sac.num_updates > 0
     assert all(torch.isfinite(getattr(runner.buffer, f)).all() for f in ('obs', 'next_obs'))
     assert torch.isfinite(runner.sac.normalizer.mean).all()
+    assert runner.episodes > 0 and np.isfinite(summary['final_return'])
     assert all(torch.isfinite(p).all() for p in runner.sac.actor.parameters())
