@@ -1,6 +1,9 @@
 """Differentiable rigid-body simulator in Warp: smoothed hard contact, Moreau stepping.
 
-from loco_train.sim import load_model, Simulator, SimConfig, TorchSim
+    from loco_train.sim import load_model, Simulator, SimConfig, TorchSim
+
+TorchSim (the torch autograd bridge) is imported on first use, so the numpy API does not pull
+in torch.
 """
 
 from loco_train.sim.config import CONTACT_MODELS, SimConfig
@@ -15,4 +18,14 @@ def load_model(path=None):
     return load_robot(path or DESCRIPTION_FILE)
 
 
-__all__ = ['CONTACT_MODELS', 'PARAMS', 'SimConfig', 'Simulator', 'load_model']
+def __getattr__(name):
+    """Lazy access to the torch bridge: TorchSim, StepOutput."""
+    if name in ('TorchSim', 'StepOutput'):
+        from loco_train.sim import torch_bridge
+
+        return getattr(torch_bridge, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+__all__ = ['CONTACT_MODELS', 'PARAMS', 'SimConfig', 'Simulator', 'StepOutput', 'TorchSim']
+__all__ += ['load_model']

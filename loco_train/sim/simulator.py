@@ -300,7 +300,13 @@ class Simulator:
         if not np.all(np.isfinite(targets)):
             bad = np.unique(np.nonzero(~np.isfinite(targets))[0])
             raise ValueError(f'step: joint targets are not finite in environments {bad.tolist()}')
-        tau_ff = self.zeros_nu if tau_ff is None else self._array(np.broadcast_to(tau_ff, (n, nu)))
+        if tau_ff is None:
+            tau_ff = self.zeros_nu
+        else:
+            tau_ff = np.broadcast_to(_host(tau_ff, np.float64), (n, nu))
+            if not np.all(np.isfinite(tau_ff)):
+                raise ValueError('step: feed-forward torques are not finite')
+            tau_ff = self._array(np.ascontiguousarray(tau_ff))
         if applied is None:
             applied = self.zeros_nv
         else:
