@@ -49,9 +49,9 @@ def test_truncation_resets_and_keeps_the_pre_reset_observation():
 def test_a_fallen_robot_terminates():
     env = make_vec_env(2, seed=3, randomization=RandomizationConfig(enabled=False))
     env.reset()
-    qpos, qvel = env.sim.get_state()
+    qpos = env.qpos.clone()
     qpos[0, 2] = 0.2  # base below the 0.25 m limit
-    env.sim.set_state(qpos, qvel)
+    env.qpos = qpos
     _, reward, terminated, truncated, _ = env.step(torch.zeros(2, 12))
     assert terminated[0] and not truncated[0]
     assert not terminated[1]
@@ -77,6 +77,33 @@ def test_zero_action_stands():
     env.reset()
     for _ in range(100):
         env.step(torch.zeros(2, 12))
-    qpos, _ = env.sim.get_state()
+    qpos = env.qpos.numpy()
     assert np.all((qpos[:, 2] > 0.45) & (qpos[:, 2] < 0.56))  # sim vs MuJoCo: test_sim_*
     assert not env.sim.invalid.any()
+
+
+def test_differentiable_mode_carries_gradients_from_reward_to_actions():
+    env = make_vec_env(
+        3, seed=6, differentiable=True, randomization=RandomizationConfig(enabled=False)
+    )
+    env.reset()
+    actions = torch.full((3, 12), 0.1, requires_grad=True)
+    obs, reward, *_ = env.step(actions)
+    obs2, reward2, *_ = env.step(torch.zeros(3, 12))
+    (reward.sum() + reward2.sum() + obs2.sum()).backward()
+    assert actions.grad is not None and torch.all(torch.isfinite(actions.grad))
+    assert actions.grad.abs().sum() > 0
+    env.detach()
+    assert not env.qpos.requires_grad and env.qpos.grad_fn is None
+
+
+def test_differentiable_and_plain_stepping_agree():
+    kwargs = dict(seed=7, randomization=RandomizationConfig(enabled=False))
+    plain, diff = make_vec_env(2, **kwargs), make_vec_env(2, differentiable=True, **kwargs)
+    plain.reset(), diff.reset()
+    for _ in range(5):
+        a = torch.full((2, 12), 0.2)
+        _, r_plain, *_ = plain.step(a)
+        _, r_diff, *_ = diff.step(a)
+    torch.testing.assert_close(diff.qpos.detach(), plain.qpos, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(r_diff.detach(), r_plain, atol=1e-5, rtol=1e-3)

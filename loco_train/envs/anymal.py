@@ -31,6 +31,8 @@ class AnymalEnvConfig:
 
     contact: str = 'smooth'
     """Simulator contact model: 'smooth', 'hard' or 'soft'."""
+    differentiable: bool = False
+    """Step through the torch bridge so rewards and observations carry gradients (SHAC)."""
     episode_s: float = 20.0
     """Episode length (s) before truncation."""
     min_base_height: float = 0.25
@@ -59,6 +61,7 @@ class AnymalEnv:
     def __init__(self, num_envs=64, config=None, device='cpu', seed=0):
         """Build the simulator for num_envs environments and reset them all."""
         from loco_train.sim import SimConfig, Simulator
+        from loco_train.sim.torch_bridge import TorchSim
 
         self.cfg = config or AnymalEnvConfig()
         self.num_envs, self.device = int(num_envs), torch.device(device)
@@ -68,6 +71,7 @@ class AnymalEnv:
         self.generator = torch.Generator().manual_seed(seed)
         model = description.load_model()
         self.sim = Simulator(model, self.num_envs, SimConfig(contact=self.cfg.contact))
+        self.torch_sim = TorchSim(self.sim)
         self.dt = self.sim.config.control_dt
         self.max_episode_length = int(round(self.cfg.episode_s / self.dt))
         names = self.sim.shape_names
@@ -99,6 +103,7 @@ class AnymalEnv:
         )
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self.last_action = torch.zeros(self.num_envs, spec.ACTION_DIM, device=self.device)
+        self.qpos, self.qvel = self._state()  # (N, 19), (N, 18): the state, torch-held
         self.obs = None
         self.reset()
 
@@ -136,18 +141,20 @@ class AnymalEnv:
         if n == 0:
             return
         ids_np = ids.cpu().numpy()
-        qpos, qvel = self.sim.get_state()
         u = self._uniform
-        qpos[ids_np] = description.default_qpos()
+        qpos = np.tile(description.default_qpos(), (n, 1))
         yaw = (2.0 * u(n) - 1.0) * math.pi
-        qpos[ids_np, 3], qpos[ids_np, 6] = np.cos(yaw / 2), np.sin(yaw / 2)
-        qpos[ids_np, 7:] += (2.0 * u(n, 12) - 1.0) * self.cfg.reset_joint_noise
-        qvel[ids_np] = 0.0
-        qvel[ids_np, :6] = (2.0 * u(n, 6) - 1.0) * self.cfg.reset_base_velocity
-        invalid = self.sim.invalid.copy()
-        self.sim.set_state(qpos, qvel)
-        self.sim.invalid[:] = invalid
-        self.sim.invalid[ids_np] = False
+        qpos[:, 3], qpos[:, 6] = np.cos(yaw / 2), np.sin(yaw / 2)
+        qpos[:, 7:] += (2.0 * u(n, 12) - 1.0) * self.cfg.reset_joint_noise
+        qvel = np.zeros((n, self.sim.spec.nv))
+        qvel[:, :6] = (2.0 * u(n, 6) - 1.0) * self.cfg.reset_base_velocity
+        mask = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        mask[ids] = True
+        fresh_q, fresh_v = self.qpos.detach().clone(), self.qvel.detach().clone()
+        fresh_q[ids], fresh_v[ids] = self._tensor(qpos), self._tensor(qvel)
+        # torch.where keeps the graph of the environments that go on (SHAC)
+        self.qpos = torch.where(mask[:, None], fresh_q, self.qpos)
+        self.qvel = torch.where(mask[:, None], fresh_v, self.qvel)
         params = randomization.sample_params(self.num_envs, self.cfg.randomization, self.generator)
         current = {k: self.sim.params[k].numpy().astype(np.float64) for k in params}
         for key, value in params.items():
@@ -159,7 +166,9 @@ class AnymalEnv:
         self.commands.resample(ids)
         self.air_time.reset(ids)
         self.episode_length_buf[ids] = 0
-        self.last_action[ids] = 0.0
+        self.last_action = torch.where(
+            mask[:, None], torch.zeros_like(self.last_action), self.last_action
+        )
 
     # -- VecEnv -------------------------------------------------------------------------------
     def reset(self, seed=None):
@@ -167,21 +176,23 @@ class AnymalEnv:
         if seed is not None:
             self.generator.manual_seed(seed)
         self._reset_envs(torch.arange(self.num_envs, device=self.device))
-        self.obs = self._observe(*self._state())
+        self.obs = self._observe(self.qpos, self.qvel)
         return self.obs
 
     def step(self, actions):
         """Apply actions (N, 12) for one control step; see the module docstring for outputs."""
-        actions = torch.as_tensor(actions, dtype=torch.float32, device=self.device).detach()
+        actions = torch.as_tensor(actions, dtype=torch.float32, device=self.device)
+        if not self.cfg.differentiable:
+            actions = actions.detach()
         low = torch.as_tensor(self.action_low, dtype=torch.float32, device=self.device)
         high = torch.as_tensor(self.action_high, dtype=torch.float32, device=self.device)
         actions = torch.where(torch.isfinite(actions), actions, torch.zeros_like(actions))
         actions = torch.minimum(torch.maximum(actions, low), high)
         targets = self.default + spec.ACTION_SCALE * actions
-        _, qvel_before = self._state()
+        qvel_before = self.qvel
         self._push()
-        self.sim.step(targets.cpu().numpy())
-        qpos, qvel = self._state()
+        foot_pos = self._physics(targets)  # updates self.qpos, self.qvel; (N, 4, 3)
+        qpos, qvel = self.qpos, self.qvel
         self.episode_length_buf += 1
         self.commands.step(self.dt)
 
@@ -191,19 +202,10 @@ class AnymalEnv:
         torque = torch.clamp(
             self.kp * (targets - q) - self.kd * qd, -self.torque_limit, self.torque_limit
         )
-        foot_height = (
-            torch.as_tensor(
-                self.sim.foot_positions()[:, self.foot_index, 2],
-                dtype=torch.float32,
-                device=self.device,
-            )
-            - FOOT_RADIUS
-        )
-        clearance = torch.as_tensor(
-            self.sim.shape_clearance(), dtype=torch.float32, device=self.device
-        )
+        foot_height = foot_pos[:, self.foot_index, 2] - FOOT_RADIUS
+        clearance = self._tensor(self.sim.shape_clearance())  # (N, nshape) m, no gradient
         touching = clearance < self.cfg.contact_threshold
-        foot_contact = foot_height < self.cfg.contact_threshold
+        foot_contact = foot_height.detach() < self.cfg.contact_threshold
         phase = self.episode_length_buf.float() * self.dt
         inputs = RewardInputs(
             command=self.commands.command,
@@ -220,8 +222,10 @@ class AnymalEnv:
         )
         reward, terms = compute_reward(inputs, self.cfg.rewards, self.dt)
 
-        invalid = torch.as_tensor(self.sim.invalid, device=self.device)
-        terminated = (qpos[:, 2] < self.cfg.min_base_height) | invalid
+        state = torch.cat([qpos, qvel], dim=1).detach()
+        invalid = ~torch.isfinite(state).all(dim=1) | (state.abs() > 1.0e6).any(dim=1)
+        invalid |= torch.as_tensor(self.sim.invalid, device=self.device)
+        terminated = (qpos[:, 2].detach() < self.cfg.min_base_height) | invalid
         terminated |= touching[:, self.base_shapes].any(dim=1)
         truncated = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         reward = torch.where(invalid, torch.zeros_like(reward), reward)
@@ -230,15 +234,38 @@ class AnymalEnv:
         done = terminated | truncated
         if bool(done.any()):
             self._reset_envs(torch.nonzero(done).flatten())
-            obs = self._observe(*self._state())
-            obs = torch.where(done[:, None], obs, final_obs)
+            obs = torch.where(done[:, None], self._observe(self.qpos, self.qvel), final_obs)
         else:
             obs = final_obs
         self.obs = obs
         log = {f'reward/{name}': float(value.mean()) for name, value in terms.items()}
-        log['episode/base_height'] = float(qpos[:, 2].mean())
+        log['episode/base_height'] = float(qpos[:, 2].detach().mean())
         extras = {'final_obs': final_obs, 'time_outs': truncated, 'log': log}
         return obs, reward, terminated, truncated, extras
+
+    def _physics(self, targets):
+        """Advance the held state one control step; return foot-sphere centres (N, nc, 3) m."""
+        if self.cfg.differentiable:
+            out = self.torch_sim.step_from(self.qpos, self.qvel, targets)
+            self.qpos, self.qvel = out.qpos, out.qvel
+            self.sim.set_state(self._finite(self.qpos), self._finite(self.qvel))  # clearances
+            return out.foot_pos
+        with torch.no_grad():
+            self.sim.set_state(self._finite(self.qpos), self._finite(self.qvel))
+            self.sim.step(targets.cpu().numpy())
+            self.qpos, self.qvel = self._state()
+            return self._tensor(self.sim.foot_positions())
+
+    @staticmethod
+    def _finite(x):
+        """A detached copy with non-finite entries zeroed (the env terminates those rows)."""
+        x = x.detach()
+        return torch.where(torch.isfinite(x), x, torch.zeros_like(x)).cpu().numpy()
+
+    def detach(self):
+        """Cut the gradient history of the held state (SHAC's window boundary)."""
+        self.qpos, self.qvel = self.qpos.detach(), self.qvel.detach()
+        self.last_action = self.last_action.detach()
 
     def _push(self):
         """Kick the planar base velocity of randomly chosen environments."""
@@ -247,12 +274,11 @@ class AnymalEnv:
         )
         if not bool(mask.any()):
             return
-        qpos, qvel = self.sim.get_state()
-        kick = randomization.push_velocity(self.num_envs, self.cfg.randomization, self.generator)
-        qvel[mask.numpy(), :2] += kick.numpy()[mask.numpy()]
-        invalid = self.sim.invalid.copy()
-        self.sim.set_state(qpos, qvel)
-        self.sim.invalid[:] = invalid
+        kick = torch.zeros_like(self.qvel)
+        kick[:, :2] = randomization.push_velocity(
+            self.num_envs, self.cfg.randomization, self.generator
+        ).to(kick)
+        self.qvel = self.qvel + kick * mask[:, None].to(kick)
 
     def close(self):
         """Nothing to release."""
