@@ -12,7 +12,7 @@ to the sliding velocity (the block's would tilt it and spin a sliding body). The
 the normal impulse and through it the friction disc; the tangential rows are solved at the
 weighted normal impulse, so a sticking contact with w < 1 still sticks (no creep).
 The contact weight w_c and normal velocity target per model:
-    smooth: w_c = sigmoid(-kappa (phi - offset)),  target_n = erp max(-phi, 0) / dt
+    smooth: w_c = sigmoid(-kappa (phi - offset)) (0 below 1e-13),  target_n = erp max(-phi, 0) / dt
         contacts act slightly before touchdown (w = 1/2 at phi = offset, ~1 at phi = 0), so the
         impulse is a smooth function of the state and gradients are informative;
     hard:   w_c = [phi <= offset],  target_n = erp max(-phi, 0) / dt - 2 max(phi, 0) / dt
@@ -55,7 +55,13 @@ def build(sp, module):
         for c in range(nc):
             w = wp.where(phi[e, c] <= offset, Float(1.0), zero)
             if smooth == 1:
-                w = Float(1.0) / (Float(1.0) + wp.exp(kappa * (phi[e, c] - offset)))
+                # exactly zero far from the ground: tiny weights would make float32 adjoints
+                # denormal (tens of times slower on CPUs) for no gradient worth having
+                z = kappa * (phi[e, c] - offset)
+                # exp of the clamped z: wp.where differentiates both branches, and exp(z) = inf
+                # far from the ground would turn the unused branch's adjoint into inf * 0 = NaN
+                ez = wp.exp(wp.min(z, Float(30.0)))
+                w = wp.where(z < Float(30.0), Float(1.0) / (Float(1.0) + ez), zero)
             weight[e, c] = w
             block = G[e, c, c]
             tangent = Float(2.0) / (block[1, 1] + block[2, 2])

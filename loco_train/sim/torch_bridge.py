@@ -2,8 +2,9 @@
 
 A torch loss on states after T control steps backpropagates through T `ControlStep` nodes to the
 initial state, to every step's joint targets and to the per-environment parameters. Each node
-records its substeps on its own warp.Tape with fresh arrays, so nothing the tape needs is ever
-overwritten. Cutting gradients between windows is one explicit call: `TorchSim.cut_gradients()`.
+records its substeps on its own warp.Tape with its own arrays, so nothing a tape needs is ever
+overwritten; the arrays return to a pool only after that node's backward pass.
+Cutting gradients between windows is one explicit call: `TorchSim.cut_gradients()`.
 """
 
 from dataclasses import dataclass
@@ -32,6 +33,19 @@ class StepOutput:
     """(N, nc, 3) contact forces, world (N), mean over the control step."""
 
 
+def _take_buffers(sim, record):
+    """A control step's arrays from the simulator's pool (with gradients when recording)."""
+    pool = sim.__dict__.setdefault('_bridge_pool', {True: [], False: []})[record]
+    if pool:
+        return pool.pop()
+    return sim.substep_buffers(requires_grad=record), sim.observe_buffers(requires_grad=record)
+
+
+def _give_back(sim, buffers, record):
+    """Return arrays to the pool once no tape needs them (after backward, or unrecorded)."""
+    sim.__dict__['_bridge_pool'][record].append(buffers)
+
+
 class ControlStep(torch.autograd.Function):
     """One control step of `sim` as a torch autograd node (Warp tape inside)."""
 
@@ -43,19 +57,25 @@ class ControlStep(torch.autograd.Function):
         arrays = [wp.from_torch(t, dtype=Float, requires_grad=True) for t in kept]
         aq, av, at, aff = arrays[:4]
         values = dict(zip(PARAMS, arrays[4:]))
-        bufs = sim.substep_buffers(requires_grad=True)
-        obs = sim.observe_buffers(requires_grad=True)
+        record = any(ctx.needs_input_grad)
+        bufs, obs = _take_buffers(sim, record)
         tape = wp.Tape()
-        with tape:
+        if record:
+            with tape:
+                q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, bufs)
+                sim.observe(q, v, values, obs)
+        else:
             q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, bufs)
             sim.observe(q, v, values, obs)
         nc = sim.spec.ncontact
         outputs = [q, v, obs.foot_pos, obs.foot_vel] + forces
         ctx.sim, ctx.tape, ctx.kept, ctx.arrays, ctx.outputs = sim, tape, kept, arrays, outputs
-        ctx.vec3 = Vec3
+        ctx.vec3, ctx.buffers = Vec3, (bufs, obs)
         result = [wp.to_torch(a).clone() for a in outputs[:4]]
         result[2], result[3] = result[2][:, :nc], result[3][:, :nc]
         force = torch.stack([wp.to_torch(f).clone() for f in forces])[:, :, :nc]
+        if not record:
+            _give_back(sim, ctx.buffers, record)
         return (*result, force)
 
     @staticmethod
@@ -77,8 +97,10 @@ class ControlStep(torch.autograd.Function):
                 grads[out] = wp.from_torch(full, dtype=ctx.vec3)
         ctx.tape.backward(grads=grads)
         result = [wp.to_torch(a.grad).clone() for a in ctx.arrays]
+        ctx.tape.zero()  # the pooled arrays' gradients start from zero when reused
         ctx.tape.reset()
-        ctx.outputs = ctx.arrays = ctx.kept = None
+        _give_back(sim, ctx.buffers, True)
+        ctx.outputs = ctx.arrays = ctx.kept = ctx.buffers = None
         return (None, *result)
 
 
