@@ -29,9 +29,13 @@ class ModelSpec:
     """Static description of a model: Python topology lists (compiled into kernels) and arrays."""
 
     nq: int
+    """Number of generalised positions (a free joint counts 7)."""
     nv: int
+    """Number of generalised velocities (dofs)."""
     nbody: int
+    """Number of bodies, the world (body 0) included."""
     nu: int
+    """Number of actuators (PD joint drives)."""
     parent: list
     """Parent body per body (world = 0, its own parent -1)."""
     root: list
@@ -57,11 +61,15 @@ class ModelSpec:
     contact_body: list
     """Body of each contact sphere."""
     contact_names: list
+    """Geom name of each contact sphere."""
     shape_body: list
     """Body of each clearance shape."""
     shape_type: list
+    """Geom type of each clearance shape (SHAPE_BOX, SHAPE_CYLINDER, SHAPE_CAPSULE)."""
     shape_names: list
+    """Geom name of each clearance shape."""
     has_ground: bool
+    """Whether the world body has a plane (the ground of every contact)."""
     arrays: dict
     """numpy float64 arrays: body_pos (nbody,3), body_quat (nbody,4 xyzw), body_ipos, body_iquat,
     body_mass (nbody,), body_inertia (nbody,3), jnt_axis (nbody,3), jnt_pos (nbody,3), qpos0 (nq,),
