@@ -211,6 +211,12 @@ def add_arguments(parser):
         parser.add_argument(
             '--' + flag.replace('_', '-'), type=type(default), default=default, help=text
         )
+    parser.add_argument(
+        '--contact',
+        default='smooth',
+        choices=('smooth', 'hard', 'soft'),
+        help='simulator contact model (default %(default)s)',
+    )
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
 
@@ -234,7 +240,9 @@ def run(args):
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     try:
-        env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed)
+        env = make_env(
+            cfg.env, cfg.num_envs, cfg.device, cfg.seed, differentiable=True, contact=args.contact
+        )
     except NotImplementedError as error:
         print(f'loco-train shac: {error}', file=sys.stderr)
         return 2

@@ -111,8 +111,10 @@ class GymnasiumVecEnv:
         self.envs.close()
 
 
-def make_env(name: str, num_envs: int, device='cpu', seed: int | None = None) -> VecEnv:
-    """Build 'gymnasium:<ID>' (any Box-action gymnasium id) or 'anymal' as a VecEnv."""
+def make_env(
+    name: str, num_envs: int, device='cpu', seed: int | None = None, **env_kwargs
+) -> VecEnv:
+    """Build 'gymnasium:<ID>' (any Box-action id) or 'anymal' (env_kwargs: its config)."""
     if name.startswith('gymnasium:'):
         return GymnasiumVecEnv(name.split(':', 1)[1], num_envs, device, seed)
     if name == 'anymal':
@@ -126,5 +128,5 @@ def make_env(name: str, num_envs: int, device='cpu', seed: int | None = None) ->
                     '--env gymnasium:<ID> (e.g. gymnasium:Pendulum-v1) meanwhile.'
                 ) from None
             raise
-        return module.make_vec_env(num_envs=num_envs, device=device, seed=seed)
+        return module.make_vec_env(num_envs=num_envs, device=device, seed=seed, **env_kwargs)
     raise ValueError(f'unknown environment {name!r}: use anymal or gymnasium:<ID>')

@@ -238,7 +238,7 @@ class AnymalEnv:
         else:
             obs = final_obs
         self.obs = obs
-        log = {f'reward/{name}': float(value.mean()) for name, value in terms.items()}
+        log = {f'reward/{name}': float(value.detach().mean()) for name, value in terms.items()}
         log['episode/base_height'] = float(qpos[:, 2].detach().mean())
         extras = {'final_obs': final_obs, 'time_outs': truncated, 'log': log}
         return obs, reward, terminated, truncated, extras
