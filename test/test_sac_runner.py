@@ -35,8 +35,8 @@ def test_anymal_run_exports_through_the_shared_exporter(tmp_path):
     ort = pytest.importorskip('onnxruntime')
     status, result = run_cli('--env', 'anymal', '--num-envs', '8', '--total-steps', '160',
                              '--learning-starts', '80', '--batch-size', '32', '--utd-ratio',
-                             '0.25', '--eval-episodes', '0', '--log-dir', str(tmp_path),
-                             '--no-progress')  # fmt: skip
+                             '0.25', '--replay-capacity', '4096', '--eval-episodes', '0',
+                             '--log-dir', str(tmp_path), '--no-progress')  # fmt: skip
     assert status == 0 and result['updates'] == 20 and result['skipped_updates'] == 0
     onnx_path = str(tmp_path / 'sac.onnx')
     with contextlib.redirect_stdout(io.StringIO()):
