@@ -88,6 +88,7 @@ class SACRunner:
         self.steps = 0  # transitions collected
         self.update_credit = 0.0  # updates owed: utd_ratio per transition, fractions carried
         self.recent_returns = deque(maxlen=config.return_window)
+        self.recent_lengths = deque(maxlen=config.return_window)  # in env steps
         self.episodes = 0
         self.dropped_steps = 0  # vector steps not stored because the env returned NaN/inf
         self.writer = None
@@ -108,6 +109,7 @@ class SACRunner:
             'update_credit': self.update_credit,
             'episodes': self.episodes,
             'recent_returns': list(self.recent_returns),
+            'recent_lengths': list(self.recent_lengths),
             'torch_rng': torch.get_rng_state(),
             # What `loco-train export` reads: the same exporter and contract as SHAC.
             POLICY_KEY: policy_payload(
@@ -131,6 +133,7 @@ class SACRunner:
         self.steps, self.episodes = int(state['steps']), int(state['episodes'])
         self.update_credit = float(state['update_credit'])
         self.recent_returns.extend(state['recent_returns'])
+        self.recent_lengths.extend(state.get('recent_lengths', []))
         torch.set_rng_state(state['torch_rng'].cpu())
         replay = os.path.join(os.path.dirname(os.path.abspath(path)), 'replay.pt')
         if os.path.exists(replay):
@@ -152,6 +155,7 @@ class SACRunner:
         self.writer = SummaryWriter(self.run_dir)
         obs = env.reset(seed=cfg.seed + self.steps)
         episode_return = torch.zeros(N, device=cfg.device)
+        episode_length = torch.zeros(N, dtype=torch.long, device=cfg.device)
         sums, count, last_log, start, env_log = {}, 0, self.steps, time.time(), {}
         bar = tqdm(
             total=cfg.total_steps, initial=self.steps, unit='step', disable=not cfg.progress
@@ -175,9 +179,12 @@ class SACRunner:
                 self.dropped_steps += 1
             done = terminated | truncated
             episode_return += torch.nan_to_num(reward, nan=0.0, posinf=0.0, neginf=0.0)
+            episode_length += 1
             env_log = extras.get('log', env_log)  # the env's named reward terms, if any
             if done.any():
                 self.recent_returns.extend(episode_return[done].tolist())
+                self.recent_lengths.extend(episode_length[done].tolist())
+                episode_length[done] = 0
                 self.episodes += int(done.sum())
                 episode_return[done] = 0.0
             obs = next_obs
@@ -214,6 +221,10 @@ class SACRunner:
             self.writer.add_scalar(
                 'train/episode_return', np.mean(self.recent_returns), self.steps
             )
+        if self.recent_lengths:
+            self.writer.add_scalar(
+                'train/episode_length', np.mean(self.recent_lengths), self.steps
+            )
         self.writer.add_scalar('perf/env_steps_per_s', rate, self.steps)
         self.writer.add_scalar('train/updates', self.sac.num_updates, self.steps)
 
@@ -245,6 +256,7 @@ class SACRunner:
             'episodes': self.episodes,
             'final_return': final,
             'return_window': len(self.recent_returns),
+            'episode_length': float(np.mean(self.recent_lengths)) if self.recent_lengths else None,
             'eval_return': eval_return,
             'eval_episodes': self.cfg.eval_episodes,
             'updates': self.sac.num_updates,

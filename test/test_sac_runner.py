@@ -126,6 +126,7 @@ def test_sac_learns_pendulum_within_20k_steps(tmp_path):
     assert result['env_steps'] == 20_000 and result['skipped_updates'] == 0
     assert result['final_return'] > -250  # mean of the last 20 training episodes
     assert result['eval_return'] > -250  # deterministic policy, 10 fresh episodes
+    assert result['episode_length'] == 200  # Pendulum's time limit: every episode a timeout
 
 
 class NaNOnceVecEnv:

@@ -125,3 +125,4 @@ def test_torch_vec_env_contract_terminated_and_truncated_kept_apart(tmp_path):
     assert batch.next_obs[:, 0].tolist() == [2.0, 13.0]
     assert batch.discount.tolist() == [0.25, 0.125]
     assert runner.episodes == 3 + 2 and list(runner.recent_returns)[:3] == [2.0, 3.0, 2.0]
+    assert list(runner.recent_lengths)[:3] == [2, 3, 2]
