@@ -45,10 +45,11 @@ def test_killed_recorder_leaves_finished_splits_readable(request, tmp_path):
     for split in splits:
         counts = read_counts(split)
         # 1 s splits of 100 Hz topics: about 100 messages each (fewer when the machine stalls
-        # the simulator), the three topics published together: equal up to the split edges
+        # the simulator), the three topics published together: equal up to the split edges,
+        # where a loaded machine delivers the topics' queues a few messages apart
         assert set(counts) == set(TOPICS), counts
         assert all(50 <= counts[t] <= 120 for t in TOPICS), counts
-        assert max(counts.values()) - min(counts.values()) <= 3, counts
+        assert max(counts.values()) - min(counts.values()) <= 10, counts
         with Reader(split) as reader:
             assert reader.duration < 1.1e9
             for connection, _, raw in reader.messages():
