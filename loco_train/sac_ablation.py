@@ -22,7 +22,7 @@ import time
 import numpy as np
 import torch
 
-from loco_train.sac_runner import RunnerConfig, SACRunner
+from loco_train.sac_runner import PRESETS, RunnerConfig, SACRunner, set_option
 
 VARIANTS = {
     'full': {},
@@ -63,6 +63,7 @@ def main(argv=None) -> int:
     parser.add_argument('--total-steps', type=int, default=10_000)
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--threads', type=int, default=1)
+    parser.add_argument('--num-envs', type=int, default=0, help='0: the default or --env preset')
     parser.add_argument('--variants', nargs='*', default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument('--log-dir', default='', help='default: a temporary directory')
     args = parser.parse_args(argv)
@@ -72,6 +73,10 @@ def main(argv=None) -> int:
         env=args.env, total_steps=args.total_steps, seed=args.seed, progress=False,
         checkpoint_interval=0,
     )  # fmt: skip
+    for attr, value in PRESETS.get(args.env, {}).items():  # e.g. the ANYmal preset
+        set_option(base, attr, value)
+    if args.num_envs:
+        base.num_envs = args.num_envs
     results = {}
     for name in args.variants:
         cfg = variant_config(base, VARIANTS[name])

@@ -334,7 +334,7 @@ PRESETS = {
 """Overrides of RunnerConfig/SACConfig defaults per --env; explicit flags override them again."""
 
 
-def _set(cfg: RunnerConfig, attr: str, value) -> None:
+def set_option(cfg: RunnerConfig, attr: str, value) -> None:
     """Set 'name' on cfg or 'sac.name' on cfg.sac."""
     owner, name = (cfg.sac, attr[4:]) if attr.startswith('sac.') else (cfg, attr)
     setattr(owner, name, value)
@@ -358,10 +358,10 @@ def config_from_args(args) -> RunnerConfig:
     cfg = RunnerConfig(save_replay=args.save_replay, progress=not args.no_progress)
     env = args.env or cfg.env
     for attr, value in PRESETS.get(env, {}).items():
-        _set(cfg, attr, value)
+        set_option(cfg, attr, value)
     for flag, attr in ARGUMENTS.items():
         if getattr(args, flag) is not None:
-            _set(cfg, attr, getattr(args, flag))
+            set_option(cfg, attr, getattr(args, flag))
     return cfg
 
 
