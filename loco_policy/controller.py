@@ -34,10 +34,30 @@ class ControllerConfig:
     """Largest |pitch| (rad) in STAND and WALK before a fault."""
     max_target_step: float = 0.2
     """Largest change of a joint target per control period (rad)."""
-    action_clip: float = 4.0
-    """Policy actions are clipped to [-action_clip, action_clip] (unitless)."""
+    command_timeout: float = 0.5
+    """A /cmd_vel older than this (s) is replaced by zero (stand still): a lost operator link."""
     limits: robot_io.InputLimits = field(default_factory=robot_io.InputLimits)
     """Plausibility bounds of the inputs."""
+
+    def __post_init__(self):
+        """Refuse values that would disable a safety function (ValueError naming them)."""
+        bounds = {
+            'control_dt': (1e-4, 1.0),
+            'stale_periods': (1.0, 50.0),
+            'stand_duration': (0.1, 60.0),
+            'damping_kd': (1e-3, 100.0),
+            'max_roll': (0.05, 1.5),
+            'max_pitch': (0.05, 1.5),
+            'max_target_step': (1e-3, 1.0),
+            'command_timeout': (0.01, 10.0),
+        }
+        bad = [
+            f'{name}={getattr(self, name)!r} (allowed {low} to {high})'
+            for name, (low, high) in bounds.items()
+            if not low <= float(getattr(self, name)) <= high
+        ]  # NaN fails both comparisons
+        if bad:
+            raise ValueError('policy_node parameters refused: ' + ', '.join(bad))
 
 
 @dataclass
@@ -69,6 +89,7 @@ class Controller:
         self.quat = self.ang_vel = None  # (4,) w-x-y-z, (3,) rad/s body frame
         self.lin_vel = None  # (3,) m/s body frame
         self.command = np.zeros(3)  # vx, vy (m/s), wz (rad/s)
+        self.command_time = -np.inf  # monotonic s of the last accepted /cmd_vel
         self.ranges = policy.contract.command_ranges if policy else spec.COMMAND_RANGES
         self.last_action = np.zeros(spec.ACTION_DIM)
         self.prev_target = spec.DEFAULT_JOINT_POS.copy()  # (12,) rad, last published q*
@@ -129,6 +150,7 @@ class Controller:
             self.command, clipped = robot_io.clip_command(vx, vy, wz, self.ranges)
         except robot_io.InputError as error:
             return self._reject(error, now)
+        self.command_time = now
         return f'/cmd_vel clipped to {self.command.tolist()}' if clipped else ''
 
     def inputs_ok(self, now):
@@ -142,9 +164,12 @@ class Controller:
         before = self.fsm.mode
         if name == 'start':
             ok, message = self.fsm.start(
-                now, self.stand_progress(now) >= 1.0, self.policy is not None,
-                self.inputs_ok(now), self.policy_error,
-            )  # fmt: skip
+                now,
+                self.stand_progress(now) >= 1.0,
+                self.policy is not None,
+                self.inputs_ok(now),
+                self.policy_error,
+            )
         elif name == 'stop':
             ok, message = self.fsm.stop(now)
         elif name == 'estop':
@@ -168,6 +193,8 @@ class Controller:
         if after is Mode.WALK:
             self.episode += 1
             self.last_action = np.zeros(spec.ACTION_DIM)
+            if self.command_time < self.fsm.entered - self.config.command_timeout:
+                self.command = np.zeros(3)  # no command from before the walk was asked for
         elif before is Mode.WALK:
             self.ending = 'truncated'
 
@@ -183,6 +210,18 @@ class Controller:
         return float(np.clip((now - self.fsm.entered) / duration, 0.0, 1.0))
 
     # ---- control step -------------------------------------------------------------------
+
+    def trip(self, reason, now):
+        """Enter DAMP for a fault found outside the controller (e.g. a failed tick)."""
+        if self.fsm.trip(now, reason):
+            self._on_fault()
+            self._events.append(('error', reason))
+
+    def _expire_command(self, now):
+        """Zero a /cmd_vel that is older than command_timeout (the operator link is lost)."""
+        if now - self.command_time > self.config.command_timeout and np.any(self.command):
+            self.command = np.zeros(3)
+            self._events.append(('warning', '/cmd_vel timed out: commanding zero velocity'))
 
     def _check_faults(self, now):
         """Trip DAMP on a stale input or on roll or pitch beyond the limits."""
@@ -214,9 +253,9 @@ class Controller:
                 self._on_fault()
                 self._events.append(('error', reason))
             return None, None, elapsed
-        action = np.clip(action, -self.config.action_clip, self.config.action_clip)
-        scale = self.policy.contract.action_scale
-        return self.policy.contract.default_joint_pos + scale * action, action, elapsed
+        contract = self.policy.contract
+        action = np.clip(action, contract.action_low, contract.action_high)  # the trained box
+        return contract.default_joint_pos + contract.action_scale * action, action, elapsed
 
     def step(self, now, defer_row=False):
         """Run one control period at monotonic time now (s); return the Tick.
@@ -225,6 +264,7 @@ class Controller:
         take_row() returns it; call it before the next step.
         """
         self._check_faults(now)
+        self._expire_command(now)
         obs = self.observation()
         mode, inference, action = self.fsm.mode, 0.0, None
         target = self.prev_target

@@ -24,6 +24,7 @@ METADATA_KEYS = (
     'joint_names',
     'default_joint_pos',
     'action_scale',
+    'action_bounds',
     'kp',
     'kd',
     'torque_limit',
@@ -68,6 +69,10 @@ class PolicyContract:
     """(12,) rad."""
     action_scale: float
     """q* = default + action_scale * a (rad per unit action)."""
+    action_low: np.ndarray
+    """(12,) lower bound of an action; the robot clips actions to [action_low, action_high]."""
+    action_high: np.ndarray
+    """(12,) upper bound of an action."""
     kp: np.ndarray
     """(12,) N m/rad."""
     kd: np.ndarray
@@ -144,12 +149,21 @@ def parse_metadata(meta, path='<memory>', file_sha256=''):
             f'policy metadata provenance needs keys {", ".join(PROVENANCE_KEYS)}'
         )
     n = len(names)
+    bounds = _json(meta, 'action_bounds')
+    if not isinstance(bounds, dict) or set(bounds) != {'low', 'high'}:
+        raise PolicyFileError('policy metadata action_bounds needs {low: [...], high: [...]}')
+    bounds = {k: json.dumps(v) for k, v in bounds.items()}
+    action_low, action_high = _floats(bounds, 'low', n), _floats(bounds, 'high', n)
+    if not np.all(action_low < action_high):
+        raise PolicyFileError('policy metadata action_bounds: every low must be below its high')
     return PolicyContract(
         path=path,
         file_sha256=file_sha256,
         joint_names=tuple(names),
         default_joint_pos=_floats(meta, 'default_joint_pos', n),
         action_scale=float(_floats(meta, 'action_scale', 1)[0]),
+        action_low=action_low,
+        action_high=action_high,
         kp=_floats(meta, 'kp', n),
         kd=_floats(meta, 'kd', n),
         torque_limit=_floats(meta, 'torque_limit', n),
@@ -171,6 +185,8 @@ def contract_mismatches(contract):
     else:
         for key, ours in (
             ('default_joint_pos', spec.DEFAULT_JOINT_POS),
+            ('action_low', spec.ACTION_LOW),
+            ('action_high', spec.ACTION_HIGH),
             ('kp', spec.KP),
             ('kd', spec.KD),
             ('torque_limit', spec.TORQUE_LIMIT),

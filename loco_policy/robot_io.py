@@ -21,6 +21,8 @@ class InputLimits:
     """Allowed excursion (rad) beyond the description's hard joint range."""
     joint_vel: float = 40.0
     """Largest |qd| (rad/s)."""
+    joint_effort: float = 500.0
+    """Largest |tau| (N m) a joint may report (drives saturate near 80 N m)."""
     base_lin_vel: float = 10.0
     """Largest |v| component (m/s), body frame."""
     base_ang_vel: float = 20.0
@@ -101,6 +103,12 @@ def check_joints(q, qd, tau, limits=InputLimits()):
     if bad.size:
         names = [spec.JOINT_NAMES[i] for i in bad]
         raise InputError(f'/joint_states rejected: position of {names} out of range', True)
+    if np.max(np.abs(tau)) > limits.joint_effort:
+        raise InputError(
+            f'/joint_states rejected: |effort| {np.max(np.abs(tau)):.3g} N m > '
+            f'{limits.joint_effort} N m',
+            True,
+        )
     if np.max(np.abs(qd)) > limits.joint_vel:
         raise InputError(
             f'/joint_states rejected: |velocity| {np.max(np.abs(qd)):.3g} rad/s > '

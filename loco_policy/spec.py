@@ -60,6 +60,24 @@ JOINT_POS_LIMITS = np.array(
 )
 """Hard joint range (12, 2) in rad, [low, high], as in the robot description."""
 
+MAX_JOINT_OFFSET = 1.0
+"""Largest |q* - q_default| (rad) a policy action may ask for (inside the joint range too)."""
+
+
+def _action_half_range():
+    """(12,) largest |action| per joint: the joint range around q_default, capped, over scale."""
+    reach = np.minimum(
+        JOINT_POS_LIMITS[:, 1] - DEFAULT_JOINT_POS, DEFAULT_JOINT_POS - JOINT_POS_LIMITS[:, 0]
+    )
+    return np.minimum(reach, MAX_JOINT_OFFSET) / ACTION_SCALE
+
+
+ACTION_HIGH = _action_half_range()
+"""(12,) upper bound of a policy action (unitless); HAA 0.98, HFE and KFE 2.0."""
+
+ACTION_LOW = -ACTION_HIGH
+"""(12,) lower bound of a policy action; the box is centred on the default pose."""
+
 CONTROL_DT = 0.02
 """Policy period (s): 50 Hz."""
 
@@ -136,6 +154,7 @@ def contract_metadata(provenance):
         'joint_names': list(JOINT_NAMES),
         'default_joint_pos': DEFAULT_JOINT_POS.tolist(),
         'action_scale': ACTION_SCALE,
+        'action_bounds': {'low': ACTION_LOW.tolist(), 'high': ACTION_HIGH.tolist()},
         'kp': KP.tolist(),
         'kd': KD.tolist(),
         'torque_limit': TORQUE_LIMIT.tolist(),

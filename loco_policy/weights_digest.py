@@ -1,11 +1,11 @@
-"""The policy weights digest: sha256 over an ONNX model's initializers, without the onnx package.
+"""The policy digest: sha256 over an ONNX model's whole graph, without the onnx package.
 
-Definition (shared with the exporter): the sha256 of the concatenated serialized TensorProto
-bytes of ``model.graph.initializer``, in graph order. With the onnx package that is
-``hashlib.sha256(b''.join(t.SerializeToString() for t in model.graph.initializer))``; here the
-same bytes are sliced out of the file by walking the protobuf wire format, so the robot needs
-only onnxruntime. The metadata (where the digest itself lives) is outside the graph, so the
-digest does not depend on it.
+Definition (shared with the exporter): the sha256 of the serialized ``model.graph`` (GraphProto:
+nodes, initializers, constants, inputs and outputs). With the onnx package that is
+``hashlib.sha256(model.graph.SerializeToString())``; here the same bytes are sliced out of the
+file by walking the protobuf wire format, so the robot needs only onnxruntime. The metadata
+(where the digest itself lives) is outside the graph, so the digest does not depend on it, but
+any change of a weight or of the computation (an extra node, a changed constant) does.
 """
 
 import hashlib
@@ -68,12 +68,19 @@ def initializer_bytes(model_blob):
     return tensors
 
 
+def graph_bytes(model_blob):
+    """Return the serialized GraphProto of a serialized ONNX model (raise WireError if absent)."""
+    graphs = [
+        bytes(v) for n, w, v in fields(memoryview(model_blob)) if n == MODEL_GRAPH_FIELD and w == 2
+    ]
+    if len(graphs) != 1:
+        raise WireError(f'{len(graphs)} graphs in the model, expected 1')
+    return graphs[0]
+
+
 def weights_sha256(model_blob):
-    """Return the hex sha256 of a serialized ONNX model's initializers (see module docstring)."""
-    digest = hashlib.sha256()
+    """Return the hex sha256 of a serialized ONNX model's graph (see module docstring)."""
     try:
-        for tensor in initializer_bytes(model_blob):
-            digest.update(tensor)
+        return hashlib.sha256(graph_bytes(model_blob)).hexdigest()
     except WireError as error:
         raise ValueError(f'not an ONNX model: {error}') from None
-    return digest.hexdigest()

@@ -31,7 +31,7 @@ class VecEnv(Protocol):
     obs_dim: int
     action_dim: int
     action_low: np.ndarray
-    """(action_dim,) lower action bound; for ANYmal b - c of sac.anymal_action_bounds()."""
+    """(action_dim,) lower action bound; for ANYmal spec.ACTION_LOW."""
     action_high: np.ndarray
     """(action_dim,) upper action bound; for ANYmal b + c."""
 

@@ -70,8 +70,11 @@ def test_walk_runs_the_policy_and_streams_consecutive_transitions(policy):
     loop.run(0.6)
     assert loop.ctrl.request('start', loop.t)[0]
     loop.ctrl.on_cmd_vel(5.0, 0.0, 0.0, loop.t)  # clipped to 1.0
-    assert loop.run(1.0) is Mode.WALK
     assert loop.ctrl.command.tolist() == [1.0, 0.0, 0.0]
+    assert loop.run(0.4) is Mode.WALK
+    assert loop.ctrl.command.tolist() == [1.0, 0.0, 0.0]  # fresh for command_timeout 0.5 s
+    assert loop.run(0.6) is Mode.WALK
+    assert loop.ctrl.command.tolist() == [0.0, 0.0, 0.0]  # operator silent: stand still
     assert loop.ctrl.request('stop', loop.t)[0]
     loop.run(0.1)
     seqs = [r.seq for r in loop.rows]
@@ -152,3 +155,41 @@ def test_deferred_row_matches_the_inline_row(policy):
     row = loop.ctrl.take_row()
     assert tick.row is None and row.seq == loop.rows[-1].seq + 1 and row.mode == 'PASSIVE'
     assert loop.ctrl.take_row() is None  # taken once
+
+
+def test_policy_actions_are_clipped_to_the_trained_box(tmp_path):
+    path = make_policy_file(tmp_path / 'wild.onnx', weight_scale=50.0)  # saturating outputs
+    loop = Loop(OnnxPolicy(path), stand_duration=0.2, max_target_step=1.0)
+    loop.run(0.1)
+    loop.ctrl.request('start', loop.t)
+    loop.run(0.3)
+    assert loop.ctrl.request('start', loop.t)[0]
+    loop.run(0.2)
+    walk = [r for r in loop.rows if r.mode == 'WALK']
+    actions = np.array([r.action for r in walk])
+    assert np.all(actions >= spec.ACTION_LOW - 1e-9) and np.all(actions <= spec.ACTION_HIGH + 1e-9)
+    assert np.any(np.isclose(np.abs(actions), spec.ACTION_HIGH))  # it did saturate
+
+
+@pytest.mark.parametrize(
+    'bad',
+    [
+        {'damping_kd': -5.0},
+        {'damping_kd': float('nan')},
+        {'stale_periods': float('inf')},
+        {'max_target_step': 0.0},
+    ],
+)
+def test_parameters_that_would_disable_a_safety_function_are_refused(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        ControllerConfig(**bad)
+
+
+def test_implausible_joint_effort_is_a_fault_not_a_crash():
+    loop = Loop()
+    loop.run(0.1)
+    s = loop.sim.state()
+    error = loop.ctrl.on_joint_state(spec.JOINT_NAMES, s.q, s.qd, np.full(12, 1e20), loop.t)
+    assert 'effort' in error and loop.ctrl.fsm.mode is Mode.DAMP
+    tick = loop.ctrl.step(loop.t)
+    assert tick.command.is_finite() and tick.command.mode == 'DAMP'

@@ -103,3 +103,9 @@ def test_parse_metadata_and_mismatches_without_onnxruntime():
     meta['loco_format'] = '2'
     with pytest.raises(PolicyFileError, match='loco_format'):
         parse_metadata(meta)
+
+
+def test_wider_action_bounds_than_the_robot_allows_are_refused(tmp_path):
+    wide = {'low': (2 * spec.ACTION_LOW).tolist(), 'high': (2 * spec.ACTION_HIGH).tolist()}
+    message = refusal(make_policy_file(tmp_path / 'p.onnx', action_bounds=wide))
+    assert 'action_high' in message and 'action_low' in message

@@ -58,13 +58,19 @@ class PolicyNode(Node):
         for name in ('stale_periods', 'stand_duration', 'damping_kd', 'max_roll', 'max_pitch'):
             self.declare_parameter(name, float(getattr(defaults, name)))
         self.declare_parameter('max_target_step', defaults.max_target_step)
-        self.declare_parameter('action_clip', defaults.action_clip)
+        self.declare_parameter('command_timeout', defaults.command_timeout)
         self.declare_parameter('transition_batch', 10)  # rows per /replay/transitions message
         self.declare_parameter('diagnostics_period', 1.0)  # s
         self.declare_parameter('stats_file', '')  # run summary JSON written at shutdown
         self.declare_parameter('realtime_priority', 0)  # SCHED_FIFO 1-99; 0 = normal
-        names = [*vars(defaults), 'policy', 'transition_batch', 'diagnostics_period', 'stats_file',
-                 'realtime_priority']  # fmt: skip
+        names = [
+            *vars(defaults),
+            'policy',
+            'transition_batch',
+            'diagnostics_period',
+            'stats_file',
+            'realtime_priority',
+        ]
         p = {n: self.get_parameter(n).value for n in names if self.has_parameter(n)}
         config = ControllerConfig(
             **{k: float(p[k]) for k in vars(defaults) if k in p and k != 'control_dt'}
@@ -163,7 +169,28 @@ class PolicyNode(Node):
         return handle
 
     def on_tick(self):
-        """One control period: step the controller, publish command and transitions."""
+        """One control period; any exception trips DAMP and publishes damping, never escapes."""
+        try:
+            self._tick()
+        except Exception as error:  # the robot must never keep its last PD target silently
+            reason = f'internal error in the control tick: {error!r}'
+            self.get_logger().error(reason, throttle_duration_sec=1.0)
+            try:
+                self.controller.trip(reason, time.monotonic())
+                command = joint_command.damping(
+                    self.controller.prev_target, self.controller.config.damping_kd
+                )
+                msg = JointState()
+                msg.header.stamp = self.get_clock().now().to_msg()
+                msg.header.frame_id = command.mode
+                msg.name, msg.position, msg.velocity, msg.effort = joint_command.pack(command)
+                self.command_pub.publish(msg)
+                self.publish_status(force=True)
+            except Exception as inner:  # last resort: keep the node alive and say so
+                self.get_logger().fatal(f'could not publish the damping command: {inner!r}')
+
+    def _tick(self):
+        """Step the controller, publish command and transitions."""
         start = time.perf_counter()
         self.stats.tick(time.monotonic())
         tick = self.controller.step(time.monotonic(), defer_row=True)
@@ -189,8 +216,13 @@ class PolicyNode(Node):
                 self.publish_transitions()
 
     def publish_transitions(self):
-        """Publish the batched transition rows on /replay/transitions."""
-        dims, data = transition.pack_rows(self.batch)
+        """Publish the batched transition rows on /replay/transitions (a bad batch is dropped)."""
+        try:
+            dims, data = transition.pack_rows(self.batch)
+        except ValueError as error:
+            self.get_logger().warning(f'transition batch dropped: {error}')
+            self.batch = []
+            return
         msg = Float32MultiArray()
         msg.layout.dim = [MultiArrayDimension(label=a, size=b, stride=c) for a, b, c in dims]
         msg.data = data.tolist()
@@ -212,10 +244,13 @@ class PolicyNode(Node):
         figures = self.stats.summary(recent=True)
         figures['transitions_published'] = self.transitions_published
         level = DiagnosticStatus.ERROR if status['mode'] == 'DAMP' else DiagnosticStatus.OK
-        values = [KeyValue(key=k, value=f'{v:.4g}' if isinstance(v, float) else str(v))
-                  for k, v in figures.items()]  # fmt: skip
-        values += [KeyValue(key=f'age_ms {k}', value=str(v))
-                   for k, v in status['input_age_ms'].items()]  # fmt: skip
+        values = [
+            KeyValue(key=k, value=f'{v:.4g}' if isinstance(v, float) else str(v))
+            for k, v in figures.items()
+        ]
+        values += [
+            KeyValue(key=f'age_ms {k}', value=str(v)) for k, v in status['input_age_ms'].items()
+        ]
         values.append(KeyValue(key='mode', value=status['mode']))
         message = status['mode'] + (f': {status["fault"]}' if status['fault'] else '')
         diag = DiagnosticArray()
@@ -251,7 +286,12 @@ class PolicyNode(Node):
 def main(args=None):
     """Run policy_node until Ctrl-C or SIGTERM."""
     rclpy.init(args=args)
-    node = PolicyNode()
+    try:
+        node = PolicyNode()
+    except ValueError as error:  # refused parameters: say which, do not start
+        rclpy.logging.get_logger('policy_node').fatal(str(error))
+        rclpy.try_shutdown()
+        return 2
     try:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -19,7 +19,6 @@ from loco_train.envs.commands import CommandConfig, CommandSampler
 from loco_train.envs.observations import build_observation, quat_rotate_inverse
 from loco_train.envs.randomization import RandomizationConfig
 from loco_train.envs.rewards import compute_reward, FeetAirTime, RewardConfig, RewardInputs
-from loco_train.sac.actor import anymal_action_bounds
 
 FOOT_RADIUS = 0.03
 """Foot sphere radius (m), checked against the description at construction."""
@@ -37,8 +36,6 @@ class AnymalEnvConfig:
     """Episode length (s) before truncation."""
     min_base_height: float = 0.25
     """Base height (m) below which an episode terminates."""
-    max_joint_offset: float = 1.0
-    """Largest |q* - q_default| (rad) an action can ask for (inside the joint range)."""
     reset_joint_noise: float = 0.1
     """Uniform half-width (rad) of joint positions around the default pose at reset."""
     reset_base_velocity: float = 0.2
@@ -66,11 +63,11 @@ class AnymalEnv:
         self.cfg = config or AnymalEnvConfig()
         self.num_envs, self.device = int(num_envs), torch.device(device)
         self.obs_dim, self.action_dim = spec.OBS_DIM, spec.ACTION_DIM
-        b, c = anymal_action_bounds(self.cfg.max_joint_offset)
-        self.action_low, self.action_high = b - c, b + c
+        self.action_low, self.action_high = spec.ACTION_LOW, spec.ACTION_HIGH  # (12,) each
         self.generator = torch.Generator().manual_seed(seed)
         model = description.load_model()
-        self.sim = Simulator(model, self.num_envs, SimConfig(contact=self.cfg.contact))
+        sim_config = SimConfig(contact=self.cfg.contact, control_dt=spec.CONTROL_DT)
+        self.sim = Simulator(model, self.num_envs, sim_config)
         self.torch_sim = TorchSim(self.sim)
         self.dt = self.sim.config.control_dt
         self.max_episode_length = int(round(self.cfg.episode_s / self.dt))
@@ -194,7 +191,6 @@ class AnymalEnv:
         foot_pos = self._physics(targets)  # updates self.qpos, self.qvel; (N, 4, 3)
         qpos, qvel = self.qpos, self.qvel
         self.episode_length_buf += 1
-        self.commands.step(self.dt)
 
         quat = qpos[:, 3:7]
         lin_vel = quat_rotate_inverse(quat, qvel[:, :3])
@@ -221,6 +217,7 @@ class AnymalEnv:
             feet_air_time=self.air_time.update(foot_contact, self.commands.command, self.dt),
         )
         reward, terms = compute_reward(inputs, self.cfg.rewards, self.dt)
+        self.commands.step(self.dt)  # after the reward: it scores the command the action saw
 
         state = torch.cat([qpos, qvel], dim=1).detach()
         invalid = ~torch.isfinite(state).all(dim=1) | (state.abs() > 1.0e6).any(dim=1)

@@ -32,20 +32,19 @@ def bounds_from_box(low, high) -> tuple[np.ndarray, np.ndarray]:
 
 
 def anymal_action_bounds(max_offset: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Return (b, c) in action units for ANYmal, from the spec's joint limits and default pose.
+    """Return (b, c) in action units for ANYmal: the spec's action box, optionally narrower.
 
-    The policy commands q* = q_default + ACTION_SCALE * a. The box is centred on the default
-    pose (b = 0), so that the initial mean action (tanh(0) = 0) is the standing pose, and its
-    half-range is the distance from q_default to the nearer joint limit, so that no target
-    leaves the joint range. max_offset (rad) optionally caps that distance per joint.
+    The policy commands q* = q_default + ACTION_SCALE * a. The spec's box is centred on the
+    default pose (b = 0), so that the initial mean action (tanh(0) = 0) is the standing pose, and
+    its half-range is the distance from q_default to the nearer joint limit, capped at
+    spec.MAX_JOINT_OFFSET, so that no target leaves the joint range. max_offset (rad) caps it
+    further.
     """
-    q0, limits = spec.DEFAULT_JOINT_POS, spec.JOINT_POS_LIMITS
-    reach = np.minimum(limits[:, 1] - q0, q0 - limits[:, 0])  # (12,) rad
-    if np.any(reach <= 0):
-        raise ValueError('the default pose lies on or outside a joint limit')
+    b = (spec.ACTION_HIGH + spec.ACTION_LOW) / 2.0
+    c = (spec.ACTION_HIGH - spec.ACTION_LOW) / 2.0
     if max_offset is not None:
-        reach = np.minimum(reach, max_offset)
-    return np.zeros(spec.NUM_JOINTS), reach / spec.ACTION_SCALE
+        c = np.minimum(c, max_offset / spec.ACTION_SCALE)
+    return b, c
 
 
 def log_one_minus_tanh_sq(x: torch.Tensor) -> torch.Tensor:
