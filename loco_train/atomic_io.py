@@ -6,8 +6,11 @@ import tempfile
 import torch
 
 
-def atomic_torch_save(obj, path: str) -> None:
-    """torch.save obj to path so that path holds either the old or the new file, never a part."""
+def atomic_write(path: str, write) -> None:
+    """Call write(handle) on a temporary file beside path, fsync, then rename it onto path.
+
+    path holds either the old or the new content, never a part, even if the process is killed.
+    """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -17,7 +20,7 @@ def atomic_torch_save(obj, path: str) -> None:
     )
     try:
         with os.fdopen(fd, 'wb') as handle:
-            torch.save(obj, handle)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -36,6 +39,11 @@ def atomic_torch_save(obj, path: str) -> None:
         pass
     finally:
         os.close(dir_fd)
+
+
+def atomic_torch_save(obj, path: str) -> None:
+    """torch.save obj to path so that path holds either the old or the new file, never a part."""
+    atomic_write(path, lambda handle: torch.save(obj, handle))
 
 
 def torch_load(path: str, map_location=None):

@@ -10,7 +10,6 @@ import datetime
 import json
 import os
 import subprocess
-import tempfile
 import warnings
 
 import torch
@@ -18,6 +17,7 @@ from torch import nn
 
 from loco_policy import spec
 from loco_policy.weights_digest import weights_sha256
+from loco_train.atomic_io import atomic_write, torch_load
 
 POLICY_KEY = 'policy'
 """Checkpoint key of the exportable policy (see policy_payload)."""
@@ -56,7 +56,6 @@ def load_policy(checkpoint_path):
     """Rebuild DeployedPolicy and its provenance stub from a checkpoint holding POLICY_KEY."""
     import importlib
 
-    from loco_train.atomic_io import torch_load
     from loco_train.normalizer import EmpiricalNormalizer
 
     checkpoint = torch_load(checkpoint_path, map_location='cpu')  # tensors and containers only
@@ -135,19 +134,8 @@ def export_policy(policy, path, algorithm, iterations, mean_return):
         entry = model.metadata_props.add()
         entry.key, entry.value = key, json.dumps(value)
     onnx.checker.check_model(model)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix='.export-', suffix='.onnx', dir=directory)
-    try:
-        with os.fdopen(handle, 'wb') as stream:
-            stream.write(model.SerializeToString())
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    blob = model.SerializeToString()
+    atomic_write(path, lambda handle: handle.write(blob))
     return metadata
 
 

@@ -74,7 +74,7 @@ def test_export_is_deterministic(exported, tmp_path):
     np.testing.assert_array_equal(
         session_a.run(None, {'obs': obs})[0], session_b.run(None, {'obs': obs})[0]
     )
-    assert not [f for f in os.listdir(tmp_path) if f.startswith('.export-')]  # no temp left
+    assert not [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]  # no temp file left
 
 
 def test_cli_exports_a_checkpoint_and_check_policy_accepts_it(trained_like, tmp_path, capsys):
