@@ -66,7 +66,9 @@ class AnymalEnv:
         self.action_low, self.action_high = spec.ACTION_LOW, spec.ACTION_HIGH  # (12,) each
         self.generator = torch.Generator().manual_seed(seed)
         model = description.load_model()
-        sim_config = SimConfig(contact=self.cfg.contact, control_dt=spec.CONTROL_DT)
+        sim_config = SimConfig(
+            contact=self.cfg.contact, control_dt=spec.CONTROL_DT, device=str(self.device)
+        )
         self.sim = Simulator(model, self.num_envs, sim_config)
         self.torch_sim = TorchSim(self.sim)
         self.dt = self.sim.config.control_dt
@@ -275,7 +277,7 @@ class AnymalEnv:
         kick[:, :2] = randomization.push_velocity(
             self.num_envs, self.cfg.randomization, self.generator
         ).to(kick)
-        self.qvel = self.qvel + kick * mask[:, None].to(kick)
+        self.qvel = self.qvel + kick * mask[:, None].to(kick)  # mask drawn on the CPU
 
     def close(self):
         """Nothing to release."""

@@ -42,13 +42,12 @@ class CommandSampler:
         n = len(env_ids)
         if n == 0:
             return
-        u = torch.rand(n, 3, device=self.device, generator=self.generator)
+        # draw on the CPU generator, then move: a CPU generator cannot fill a CUDA tensor
+        u = torch.rand(n, 3, generator=self.generator).to(self.device)
         command = self.low + (self.high - self.low) * u
         planar = torch.linalg.norm(command[:, :2], dim=1, keepdim=True)
         command[:, :2] *= (planar >= self.config.min_speed).to(command.dtype)
-        still = (
-            torch.rand(n, device=self.device, generator=self.generator) < self.config.zero_share
-        )
+        still = (torch.rand(n, generator=self.generator) < self.config.zero_share).to(self.device)
         command[still] = 0.0
         self.command[env_ids] = command
         self.timer[env_ids] = 0.0

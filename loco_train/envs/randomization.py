@@ -83,7 +83,7 @@ def add_observation_noise(obs, scale, generator=None):
     """Obs (N, 48) plus uniform noise of half-width scale (48,) (no gradient through the noise)."""
     if not torch.any(scale > 0):
         return obs
-    u = torch.rand(obs.shape, generator=generator, dtype=obs.dtype, device=obs.device)
+    u = torch.rand(obs.shape, generator=generator, dtype=obs.dtype).to(obs.device)  # CPU draw
     return obs + (2.0 * u - 1.0) * scale
 
 
