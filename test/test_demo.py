@@ -26,7 +26,14 @@ def test_demo_without_a_policy_stands_and_says_so(request, tmp_path):
     assert 'no trained policy is shipped yet' in result.stdout
     assert summary['policy_loaded'] is False and summary['tracks_commands'] is None
     assert summary['falls'] == 0 and summary['faults'] == []
-    assert summary['state_transitions'] == 'PASSIVE -> STAND -> PASSIVE'
+    # a loaded machine may trip the watchdog while the graph starts; the demo then resets, as an
+    # operator would, and says so: allow exactly that, and nothing else, before the stand
+    assert summary['state_transitions'] in (
+        'PASSIVE -> STAND -> PASSIVE',
+        'PASSIVE -> DAMP -> PASSIVE -> STAND -> PASSIVE',
+    )
+    history = json.load(open(out / 'policy_stats.json'))['mode_history']
+    assert all('watchdog' in h['reason'] for h in history if h['to'] == 'DAMP'), history
     assert 45.0 < summary['loop_rate_hz'] < 55.0
     assert summary['base_height_m']['min'] > 0.4
     assert summary['policy_shipped'] is os.path.isfile(SHIPPED_POLICY)
