@@ -40,3 +40,12 @@ def test_torch_step_equals_numpy_step():
     ts.reset(default_qpos()[None], np.zeros((1, 18)))
     out = ts.step(spec.DEFAULT_JOINT_POS[None])
     np.testing.assert_allclose(out.qpos.detach().numpy(), sim.get_state()[0], atol=1e-12)
+
+
+def test_a_diverged_environment_gets_zero_gradient_and_the_others_keep_theirs():
+    from loco_train.sim.torch_bridge import _finite_rows
+
+    grad = torch.tensor([[1.0, 2.0], [float('nan'), 1.0], [3.0, float('inf')], [4.0, 5.0]])
+    clean = _finite_rows(grad)
+    torch.testing.assert_close(clean, torch.tensor([[1.0, 2.0], [0, 0], [0, 0], [4.0, 5.0]]))
+    assert _finite_rows(torch.ones(3, 2, 3)).equal(torch.ones(3, 2, 3))

@@ -46,6 +46,19 @@ def _give_back(sim, buffers, record):
     sim.__dict__['_bridge_pool'][record].append(buffers)
 
 
+def _finite_rows(grad):
+    """Zero the rows (environments) of a gradient that are not finite.
+
+    A diverged environment then contributes no gradient instead of poisoning the whole update.
+    """
+    if grad.dim() == 0:
+        return grad
+    ok = torch.isfinite(grad.reshape(grad.shape[0], -1)).all(dim=1)
+    if bool(ok.all()):
+        return grad
+    return torch.where(ok.reshape((-1,) + (1,) * (grad.dim() - 1)), grad, torch.zeros_like(grad))
+
+
 class ControlStep(torch.autograd.Function):
     """One control step of `sim` as a torch autograd node (Warp tape inside)."""
 
@@ -96,7 +109,7 @@ class ControlStep(torch.autograd.Function):
                 full[:, :nc] = g
                 grads[out] = wp.from_torch(full, dtype=ctx.vec3)
         ctx.tape.backward(grads=grads)
-        result = [wp.to_torch(a.grad).clone() for a in ctx.arrays]
+        result = [_finite_rows(wp.to_torch(a.grad).clone()) for a in ctx.arrays]
         ctx.tape.zero()  # the pooled arrays' gradients start from zero when reused
         ctx.tape.reset()
         _give_back(sim, ctx.buffers, True)
