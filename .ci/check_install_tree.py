@@ -27,6 +27,11 @@ def main(prefix):
 
     site = glob.glob(os.path.join(prefix, 'lib/python3*/site-packages'))
     entry_files = glob.glob(os.path.join(site[0], 'loco_policy*/entry_points.txt')) if site else []
+    for link in glob.glob(os.path.join(site[0], 'loco[-_]policy*.egg-link')) if site else []:
+        # --symlink-install: `setup.py develop` leaves the egg-info in the linked build directory
+        with open(link) as handle:
+            linked = handle.readline().strip()
+        entry_files += glob.glob(os.path.join(linked, 'loco_policy*.egg-info/entry_points.txt'))
     if not entry_files:
         problems.append('no entry_points.txt in the installed egg-info')
         scripts = {}
