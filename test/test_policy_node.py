@@ -1,6 +1,8 @@
 """policy_node over real DDS: against sim_robot, with bad inputs, with bad policy files."""
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -253,3 +255,24 @@ def test_bad_policy_files_are_refused_and_walk_is_refused_naming_why(graph, kind
     assert not ok and message.startswith('WALK refused') and expected in message
     assert probe.status['mode'] == 'STAND' and all_finite(probe.commands)
     assert expected in graph.log('policy_node')
+
+
+def test_unsafe_parameters_are_refused_at_start(request):
+    result = subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'loco_policy.nodes.policy_node',
+            '--ros-args',
+            '-p',
+            "policy:=''",
+            '-p',
+            'damping_kd:=-5.0',
+        ],
+        env=ros_env(request.node.name),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert 'damping_kd=-5.0' in result.stderr

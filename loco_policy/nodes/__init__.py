@@ -1,0 +1,35 @@
+"""Thin rclpy nodes: parameters, topics, services and timers wired to ROS-free logic."""
+
+import sys
+
+import rclpy
+from rclpy._rclpy_pybind11 import RCLError
+from rclpy.executors import ExternalShutdownException
+
+
+def run_node(name, factory, refused=(), on_exit=None, args=None):
+    """Init rclpy, build the node with factory(), spin until Ctrl-C/SIGTERM, shut down; exit code.
+
+    An exception of a type in `refused` raised while building is a refusal to start: its message
+    is printed and the exit code is 2. on_exit(node) runs before the node is destroyed.
+    """
+    rclpy.init(args=args)
+    try:
+        node = factory()
+    except refused as error:
+        print(f'{name}: {error}', file=sys.stderr, flush=True)
+        rclpy.try_shutdown()
+        return 2
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except RCLError:
+        if rclpy.ok():  # a publish racing the shutdown is fine; anything else is not
+            raise
+    finally:
+        if on_exit is not None:
+            on_exit(node)
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0

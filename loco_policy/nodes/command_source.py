@@ -8,12 +8,10 @@ import sys
 import time
 
 from geometry_msgs.msg import Twist
-import rclpy
-from rclpy._rclpy_pybind11 import RCLError
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from loco_policy import command_schedule
+from loco_policy.nodes import run_node
 
 
 class CommandSource(Node):
@@ -54,19 +52,7 @@ class CommandSource(Node):
 
 def main(args=None):
     """Run command_source until Ctrl-C or SIGTERM."""
-    rclpy.init(args=args)
-    node = CommandSource()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except RCLError:
-        if rclpy.ok():
-            raise
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node('command_source', CommandSource, args=args)
 
 
 if __name__ == '__main__':

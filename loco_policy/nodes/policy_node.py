@@ -14,9 +14,6 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
-import rclpy
-from rclpy._rclpy_pybind11 import RCLError
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
@@ -26,6 +23,7 @@ from std_srvs.srv import Trigger
 from loco_policy import joint_command, spec, transition
 from loco_policy.controller import Controller, ControllerConfig
 from loco_policy.loop_stats import LoopStats
+from loco_policy.nodes import run_node
 from loco_policy.policy_file import OnnxPolicy, PolicyFileError
 from loco_policy.realtime import set_realtime_priority
 
@@ -284,26 +282,14 @@ class PolicyNode(Node):
 
 
 def main(args=None):
-    """Run policy_node until Ctrl-C or SIGTERM."""
-    rclpy.init(args=args)
-    try:
-        node = PolicyNode()
-    except ValueError as error:  # refused parameters: say which, do not start
-        rclpy.logging.get_logger('policy_node').fatal(str(error))
-        rclpy.try_shutdown()
-        return 2
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except RCLError:
-        if rclpy.ok():  # a publish racing the shutdown is fine; anything else is not
-            raise
-    finally:
-        node.write_stats()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    """Run policy_node until Ctrl-C or SIGTERM; exit 2 naming refused parameters."""
+    return run_node(
+        'policy_node',
+        PolicyNode,
+        refused=(ValueError,),
+        on_exit=lambda node: node.write_stats(),
+        args=args,
+    )
 
 
 if __name__ == '__main__':

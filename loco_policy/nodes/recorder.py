@@ -10,13 +10,11 @@ import os
 import sys
 import time
 
-import rclpy
-from rclpy._rclpy_pybind11 import RCLError
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from loco_policy.bag_writer import SplitBagWriter
+from loco_policy.nodes import run_node
 
 DEFAULT_TYPES = {
     '/joint_states': 'sensor_msgs/msg/JointState',
@@ -94,20 +92,7 @@ class Recorder(Node):
 
 def main(args=None):
     """Run the recorder until Ctrl-C or SIGTERM, then close the open split."""
-    rclpy.init(args=args)
-    node = Recorder()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except RCLError:
-        if rclpy.ok():
-            raise
-    finally:
-        node.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node('recorder', Recorder, on_exit=lambda node: node.close(), args=args)
 
 
 if __name__ == '__main__':

@@ -12,14 +12,12 @@ import time
 
 from nav_msgs.msg import Odometry
 import numpy as np
-import rclpy
-from rclpy._rclpy_pybind11 import RCLError
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger
 
 from loco_policy import joint_command, spec
+from loco_policy.nodes import run_node
 from loco_policy.sim_backends import make_backend, Perturbation, SimBackendError
 
 MAX_CATCH_UP_STEPS = 20
@@ -154,24 +152,7 @@ class SimRobot(Node):
 
 def main(args=None):
     """Run sim_robot until Ctrl-C or SIGTERM; exit 2 with the reason when the backend fails."""
-    rclpy.init(args=args)
-    try:
-        node = SimRobot()
-    except SimBackendError as error:
-        print(f'sim_robot: {error}', file=sys.stderr, flush=True)
-        rclpy.try_shutdown()
-        return 2
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except RCLError:
-        if rclpy.ok():  # a publish racing the shutdown is fine; anything else is not
-            raise
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node('sim_robot', SimRobot, refused=(SimBackendError,), args=args)
 
 
 if __name__ == '__main__':
