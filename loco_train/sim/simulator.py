@@ -274,8 +274,11 @@ class Simulator:
             forces.append(buf.force)
         return qpos, qvel, forces
 
-    def observe(self, qpos, qvel, params, obs):
-        """Feet (contact-sphere centres) positions/velocities and shape clearances into `obs`."""
+    def observe(self, qpos, qvel, params, obs, clearance=True):
+        """Feet (contact-sphere centres) positions/velocities and shape clearances into `obs`.
+
+        clearance=False leaves the clearances out (they have no gradient; off the tape).
+        """
         k, md = self.k, self.md
         self._launch(k.forward_kinematics, [qpos, md], [obs.xpos, obs.xquat])
         self._launch(
@@ -287,7 +290,7 @@ class Simulator:
                 k.contact_points, [obs.xpos, obs.xquat, obs.cdof, qvel, md],
                 [obs.foot_pos, obs.foot_vel],
             )  # fmt: skip
-        if self.spec.nshape:
+        if clearance and self.spec.nshape:
             self._launch(k.shape_clearance, [obs.xpos, obs.xquat, md], [obs.clearance])
         return obs
 

@@ -74,12 +74,12 @@ class ControlStep(torch.autograd.Function):
         bufs, obs = _take_buffers(sim, record)
         tape = wp.Tape()
         if record:
-            with tape:
+            with tape:  # clearances are not differentiable: kept off the tape
                 q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, bufs)
-                sim.observe(q, v, values, obs)
+                sim.observe(q, v, values, obs, clearance=False)
         else:
             q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, bufs)
-            sim.observe(q, v, values, obs)
+            sim.observe(q, v, values, obs, clearance=False)
         nc = sim.spec.ncontact
         outputs = [q, v, obs.foot_pos, obs.foot_vel] + forces
         ctx.sim, ctx.tape, ctx.kept, ctx.arrays, ctx.outputs = sim, tape, kept, arrays, outputs
