@@ -90,7 +90,7 @@ class SACRunner:
         self.recent_returns = deque(maxlen=config.return_window)
         self.recent_lengths = deque(maxlen=config.return_window)  # in env steps
         self.episodes = 0
-        self.dropped_steps = 0  # vector steps not stored because the env returned NaN/inf
+        self.dropped_steps = 0  # env transitions replaced because the env returned NaN/inf
         self.writer = None
 
     # -- checkpoints ---------------------------------------------------------------------------
@@ -172,11 +172,18 @@ class SACRunner:
             if not cfg.timeout_bootstrap:  # ablation: a timeout counts as a failure
                 terminated, truncated = terminated | truncated, torch.zeros_like(truncated)
             final_obs = extras['final_obs']
-            if torch.isfinite(torch.cat([obs, final_obs, reward[:, None]], dim=1)).all():
-                self.buffer.add(obs, actions, reward, final_obs, terminated, truncated)
-                self.sac.normalizer.update(obs)
-            else:  # a NaN from the env never reaches the buffer, the normaliser or the networks
-                self.dropped_steps += 1
+            bad = ~torch.isfinite(torch.cat([obs, final_obs, reward[:, None]], dim=1)).all(dim=1)
+            if bad.any():
+                # A NaN from the env never reaches the buffer, the normaliser or the networks:
+                # the bad environments' transitions are stored as zero-reward terminations from
+                # a zero state, so every other environment's n-step window stays aligned.
+                self.dropped_steps += int(bad.sum())
+                obs = torch.where(bad[:, None], torch.zeros_like(obs), obs)
+                final_obs = torch.where(bad[:, None], torch.zeros_like(final_obs), final_obs)
+                reward = torch.where(bad, torch.zeros_like(reward), reward)
+                terminated, truncated = terminated | bad, truncated & ~bad
+            self.buffer.add(obs, actions, reward, final_obs, terminated, truncated)
+            self.sac.normalizer.update(obs[~bad])
             done = terminated | truncated
             episode_return += torch.nan_to_num(reward, nan=0.0, posinf=0.0, neginf=0.0)
             episode_length += 1

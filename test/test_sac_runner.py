@@ -165,8 +165,10 @@ def test_nan_from_the_env_never_reaches_buffer_normaliser_or_networks(tmp_path):
     cfg.sac.batch_size = 8
     runner = SACRunner(NaNOnceVecEnv(), cfg)
     summary = runner.learn()
-    # The NaN step and the one that starts from its NaN observation are dropped.
+    # Env 1's NaN step and the one that starts from its NaN observation are replaced by
+    # terminations; env 0's transitions are all stored, so its n-step windows stay aligned.
     assert summary['dropped_env_steps'] == 2 and summary['skipped_updates'] == 0
+    assert len(runner.buffer) == 40  # 20 vector steps of 2 envs, none dropped
     assert runner.sac.num_updates > 0
     assert all(torch.isfinite(getattr(runner.buffer, f)).all() for f in ('obs', 'next_obs'))
     assert torch.isfinite(runner.sac.normalizer.mean).all()
