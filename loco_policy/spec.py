@@ -84,6 +84,10 @@ CONTROL_DT = 0.02
 COMMAND_RANGES = {'vx': (-1.0, 1.0), 'vy': (-1.0, 1.0), 'wz': (-1.0, 1.0)}
 """Velocity-command ranges: vx, vy in m/s (body frame), wz in rad/s."""
 
+TRACKING_SIGMA = 0.5
+"""Width (m/s, rad/s) of the velocity-tracking reward kernels exp(-error^2 / sigma^2), shared by
+the training rewards and the robot's transition rows."""
+
 GRAVITY = np.array([0.0, 0.0, -9.81])
 """World gravity (m/s^2); the observation uses its unit direction."""
 

@@ -27,8 +27,8 @@ MODES = ('PASSIVE', 'STAND', 'WALK', 'DAMP')
 """Control mode codes: the index of the mode's name."""
 
 REWARD_TERMS = (
-    'track_lin_vel_xy',  # exp(-|v_xy - cmd_xy|^2 / 0.25), v body frame (m/s)
-    'track_ang_vel_z',  # exp(-(w_z - cmd_wz)^2 / 0.25) (rad/s)
+    'track_lin_vel_xy',  # exp(-|v_xy - cmd_xy|^2 / sigma^2), v body frame (m/s)
+    'track_ang_vel_z',  # exp(-(w_z - cmd_wz)^2 / sigma^2) (rad/s), sigma = spec.TRACKING_SIGMA
     'lin_vel_z',  # v_z^2 (m^2/s^2)
     'ang_vel_xy',  # |w_xy|^2 (rad^2/s^2)
     'orientation',  # |g_xy|^2 of the projected gravity (unitless)
@@ -97,8 +97,8 @@ def reward_terms(base_lin_vel, base_ang_vel, base_quat, command, effort, action,
     g = projected_gravity(base_quat)
     return np.array(
         [
-            np.exp(-np.sum((v[:2] - cmd[:2]) ** 2) / 0.25),
-            np.exp(-((w[2] - cmd[2]) ** 2) / 0.25),
+            np.exp(-np.sum((v[:2] - cmd[:2]) ** 2) / spec.TRACKING_SIGMA**2),
+            np.exp(-((w[2] - cmd[2]) ** 2) / spec.TRACKING_SIGMA**2),
             v[2] ** 2,
             np.sum(w[:2] ** 2),
             np.sum(g[:2] ** 2),

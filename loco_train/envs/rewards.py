@@ -10,6 +10,8 @@ import math
 
 import torch
 
+from loco_policy import spec
+
 
 @dataclass
 class RewardInputs:
@@ -63,7 +65,7 @@ class RewardConfig:
     """Differentiable swing reference tracking, mean over feet of exp(-(z - z_ref)^2 / s^2)."""
     feet_air_time: float = 0.0
     """legged_gym's air-time reward (non-differentiable); 0.125 for SAC/PPO runs."""
-    tracking_sigma: float = 0.5
+    tracking_sigma: float = spec.TRACKING_SIGMA
     """sigma (m/s, rad/s) of the tracking kernels; sigma^2 = 0.25 as in legged_gym."""
     swing_height: float = 0.08
     """Peak of the swing reference above the ground (m)."""
