@@ -79,10 +79,16 @@ def run(args, work):
     sim = start('sim_robot', [], env, log)
     node_proc = start(
         'policy_node',
-        [f'policy:={policy}', f'stats_file:={stats_file}', 'stand_duration:=1.0',
-         f'realtime_priority:={args.rt_priority}'],
-        env, log,
-    )  # fmt: skip
+        [
+            f'policy:={policy}',
+            'allow_untrained:=true',
+            f'stats_file:={stats_file}',
+            'stand_duration:=1.0',
+            f'realtime_priority:={args.rt_priority}',
+        ],
+        env,
+        log,
+    )
     os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST')
     rclpy.init(domain_id=int(env['ROS_DOMAIN_ID']))
     node = rclpy.create_node('bench')
@@ -165,8 +171,15 @@ def main(argv=None):
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix='loco_bench_') as work:
         result = run(args, work)
-    for key in ('loop_rate_hz', 'jitter_ms', 'latency_state_to_command_ms', 'inference_ms',
-                'compute_tick_to_publish_ms', 'cpu_percent_policy_node', 'goals_met'):  # fmt: skip
+    for key in (
+        'loop_rate_hz',
+        'jitter_ms',
+        'latency_state_to_command_ms',
+        'inference_ms',
+        'compute_tick_to_publish_ms',
+        'cpu_percent_policy_node',
+        'goals_met',
+    ):
         print(f'{key:30} {result[key]}')
     print(json.dumps(result))
     return 0

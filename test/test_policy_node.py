@@ -94,7 +94,13 @@ def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
     graph.probe.node.create_subscription(DiagnosticArray, '/diagnostics', diagnostics.append, 10)
     policy = make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01)
     graph.start('sim_robot')
-    graph.start('policy_node', f'policy:={policy}', 'stand_duration:=1.0', TOLERANT)
+    graph.start(
+        'policy_node',
+        f'policy:={policy}',
+        'allow_untrained:=true',
+        'stand_duration:=1.0',
+        TOLERANT,
+    )
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
     assert probe.status['policy']['provenance']['algorithm'] == ALGORITHM
@@ -229,7 +235,7 @@ def test_bad_inputs_are_rejected_clearly_and_never_yield_non_finite_commands(gra
     assert "unknown ['RH_KNEE']" in log and 'non-finite position' in log
 
 
-@pytest.mark.parametrize('kind', ['corrupt', 'joint_order', 'obs_size', 'none'])
+@pytest.mark.parametrize('kind', ['corrupt', 'joint_order', 'obs_size', 'untrained', 'none'])
 def test_bad_policy_files_are_refused_and_walk_is_refused_naming_why(graph, kind):
     path = str(graph.tmp / 'policy.onnx')
     if kind == 'corrupt':
@@ -242,6 +248,9 @@ def test_bad_policy_files_are_refused_and_walk_is_refused_naming_why(graph, kind
     elif kind == 'obs_size':
         make_policy_file(path, obs_dim=45)
         expected = 'input obs width 45 is not 48'
+    elif kind == 'untrained':  # a valid file of random weights: refused without allow_untrained
+        make_policy_file(path)
+        expected = 'random weights for timing and tests'
     else:
         path, expected = '', "no policy file given (policy:='')"
     FakeRobot(graph.probe)

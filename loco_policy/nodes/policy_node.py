@@ -25,6 +25,7 @@ from loco_policy.controller import Controller, ControllerConfig
 from loco_policy.loop_stats import LoopStats
 from loco_policy.nodes import run_node
 from loco_policy.policy_file import OnnxPolicy, PolicyFileError
+from loco_policy.random_policy import ALGORITHM as UNTRAINED
 from loco_policy.realtime import set_realtime_priority
 
 SHIPPED_POLICY = os.path.join(
@@ -33,16 +34,22 @@ SHIPPED_POLICY = os.path.join(
 """The policy file shipped with the package (absent until a trained policy is committed)."""
 
 
-def load_policy(path):
+def load_policy(path, allow_untrained=False):
     """Return (OnnxPolicy or None, reason it is None) for the policy parameter."""
     if not path:
         return None, "no policy file given (policy:=''): PASSIVE and STAND only, WALK refused"
     if path == SHIPPED_POLICY and not os.path.isfile(path):
         return None, f'no trained policy is shipped yet ({path} is absent): WALK refused'
     try:
-        return OnnxPolicy(path), ''
+        policy = OnnxPolicy(path)
     except PolicyFileError as error:
         return None, str(error)
+    if policy.contract.provenance.get('algorithm') == UNTRAINED and not allow_untrained:
+        return None, (
+            f'policy file {path} holds random weights for timing and tests, not a '
+            'trained policy: WALK refused (allow_untrained:=true to run it anyway)'
+        )
+    return policy, ''
 
 
 class PolicyNode(Node):
@@ -53,6 +60,7 @@ class PolicyNode(Node):
         super().__init__('policy_node')
         defaults = ControllerConfig()
         self.declare_parameter('policy', SHIPPED_POLICY)
+        self.declare_parameter('allow_untrained', False)  # run random-weight test files
         for name in ('stale_periods', 'stand_duration', 'damping_kd', 'max_roll', 'max_pitch'):
             self.declare_parameter(name, float(getattr(defaults, name)))
         self.declare_parameter('max_target_step', defaults.max_target_step)
@@ -68,13 +76,14 @@ class PolicyNode(Node):
             'diagnostics_period',
             'stats_file',
             'realtime_priority',
+            'allow_untrained',
         ]
         p = {n: self.get_parameter(n).value for n in names if self.has_parameter(n)}
         config = ControllerConfig(
             **{k: float(p[k]) for k in vars(defaults) if k in p and k != 'control_dt'}
         )
         self.get_logger().info(set_realtime_priority(int(p['realtime_priority'])))
-        policy, reason = load_policy(p['policy'])
+        policy, reason = load_policy(p['policy'], bool(p['allow_untrained']))
         if policy is None:
             self.get_logger().warning(f'policy: {reason}')
         else:
