@@ -1,7 +1,8 @@
 """`loco-train eval FILE --sim mujoco|warp`: a policy file on a fixed 20 s command schedule.
 
-The policy runs exactly as on the robot: onnxruntime on the spec's observation at 50 Hz, PD
-targets held over the physics substeps of a loco_policy.sim_backends backend (MuJoCo, the
+The policy runs exactly as on the robot: the deployment Controller (safety state machine,
+action clipping, target rate limit, onnxruntime on the spec's observation at 50 Hz), its PD
+commands held over the physics substeps of a loco_policy.sim_backends backend (MuJoCo, the
 independent simulator, or the project's Warp simulator). Seeds vary the sensor noise. Reports
 the mean absolute tracking error per segment (after a settling time), falls, and writes a PNG
 of commanded versus measured velocity. The last printed line is one JSON object.
@@ -14,8 +15,9 @@ import sys
 
 import numpy as np
 
-from loco_policy import joint_command, spec
-from loco_policy.observation import build_observation
+from loco_policy import spec
+from loco_policy.controller import Controller, ControllerConfig
+from loco_policy.safety import Mode
 
 SCHEDULE = (
     # name, seconds, command (vx m/s, vy m/s, wz rad/s)
@@ -68,45 +70,56 @@ def tilt(quat):
     return float(np.arccos(np.clip(1.0 - 2.0 * (x * x + y * y), -1.0, 1.0)))
 
 
+def _control_tick(ctrl, backend, rng, config, t, command=None):
+    """Feed the backend's (noisy) sensors to the controller, step it, apply its command."""
+    state = backend.state()
+    w, x, y, z = state.base_quat
+    qd = state.qd + rng.normal(0.0, config.joint_vel_noise, spec.NUM_JOINTS)
+    ctrl.on_joint_state(spec.JOINT_NAMES, state.q, qd, state.tau, t)
+    ctrl.on_imu((x, y, z, w), state.base_ang_vel + rng.normal(0.0, config.ang_vel_noise, 3), t)
+    ctrl.on_odom(state.base_lin_vel + rng.normal(0.0, config.lin_vel_noise, 3), t)
+    if command is not None:
+        ctrl.on_cmd_vel(*command, t)  # streamed every tick, as a teleoperator does
+    tick = ctrl.step(t)
+    for _ in range(int(round(spec.CONTROL_DT / backend.dt))):
+        backend.step(tick.command)
+    return tick
+
+
 def run_episode(policy, backend, config, seed):
-    """Run the schedule once; return a dict of per-step traces and whether it fell."""
+    """Run the schedule once through the deployment Controller; return traces and falls.
+
+    The robot is stood up exactly as on hardware (PASSIVE -> STAND -> WALK through the safety
+    state machine), then the schedule runs in WALK with the controller's action clipping and
+    target rate limit. Leaving WALK (a fault) counts as a fall.
+    """
     rng = np.random.default_rng(seed)
     backend.reset()
-    substeps = int(round(spec.CONTROL_DT / backend.dt))
+    ctrl = Controller(ControllerConfig(stand_duration=0.5), policy)
+    t = 0.0
+    for request, seconds in (('start', 0.2), ('start', 1.0)):  # PASSIVE -> STAND -> WALK
+        for _ in range(int(round(seconds / spec.CONTROL_DT))):
+            _control_tick(ctrl, backend, rng, config, t)
+            t += spec.CONTROL_DT
+        ctrl.request(request, t)
+    if ctrl.fsm.mode is not Mode.WALK:
+        raise RuntimeError(f'the controller did not reach WALK: {ctrl.status(t)}')
     steps = int(round(sum(s for _, s, _ in SCHEDULE) / spec.CONTROL_DT))
-    action = np.zeros(spec.ACTION_DIM)
     trace = {'t': [], 'segment': [], 'command': [], 'lin_vel': [], 'ang_vel': [], 'height': []}
     fell = False
     for k in range(steps):
-        t = k * spec.CONTROL_DT
-        segment, command = schedule_command(t)
+        segment, command = schedule_command(k * spec.CONTROL_DT)
+        _control_tick(ctrl, backend, rng, config, t, command)
+        t += spec.CONTROL_DT
         state = backend.state()
-        obs = build_observation(
-            state.base_quat,
-            state.base_lin_vel + rng.normal(0.0, config.lin_vel_noise, 3),
-            state.base_ang_vel + rng.normal(0.0, config.ang_vel_noise, 3),
-            state.q,
-            state.qd + rng.normal(0.0, config.joint_vel_noise, spec.NUM_JOINTS),
-            command,
-            action,
-        )
-        action = np.asarray(policy.act(obs), dtype=np.float64).reshape(-1)
-        if not np.all(np.isfinite(action)):
-            raise RuntimeError(f'policy produced non-finite actions at t = {t:.2f} s')
-        zeros = np.zeros(spec.NUM_JOINTS)
-        target = joint_command.JointCommand(
-            spec.joint_targets(action), zeros, zeros, spec.KP, spec.KD, spec.TORQUE_LIMIT, 'WALK'
-        )
-        for _ in range(substeps):
-            backend.step(target)
-        state = backend.state()
-        trace['t'].append(t + spec.CONTROL_DT)
+        trace['t'].append((k + 1) * spec.CONTROL_DT)
         trace['segment'].append(segment)
         trace['command'].append(command)
         trace['lin_vel'].append(state.base_lin_vel[:2].copy())
         trace['ang_vel'].append(float(state.base_ang_vel[2]))
         trace['height'].append(float(state.base_pos[2]))
-        if state.base_pos[2] < config.fall_height or tilt(state.base_quat) > config.fall_tilt:
+        fallen = state.base_pos[2] < config.fall_height or tilt(state.base_quat) > config.fall_tilt
+        if fallen or ctrl.fsm.mode is not Mode.WALK:
             fell = True
             break
     trace = {key: np.asarray(value) for key, value in trace.items()}
