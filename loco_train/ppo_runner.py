@@ -124,7 +124,7 @@ def run(args):
     np.random.seed(cfg.seed)
     try:
         env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed)
-    except NotImplementedError as error:
+    except ValueError as error:  # unknown or missing environment: say so, exit 2
         print(f'loco-train ppo: {error}', file=sys.stderr)
         return 2
     try:

@@ -383,7 +383,7 @@ def run(args) -> int:
     np.random.seed(cfg.seed)
     try:
         env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed)
-    except NotImplementedError as error:
+    except ValueError as error:  # unknown or missing environment: say so, exit 2
         print(f'loco-train sac: {error}', file=sys.stderr)
         return 2
     threads = torch.get_num_threads()

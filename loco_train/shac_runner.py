@@ -243,7 +243,7 @@ def run(args):
         env = make_env(
             cfg.env, cfg.num_envs, cfg.device, cfg.seed, differentiable=True, contact=args.contact
         )
-    except NotImplementedError as error:
+    except ValueError as error:  # unknown or missing environment: say so, exit 2
         print(f'loco-train shac: {error}', file=sys.stderr)
         return 2
     if not hasattr(env, 'detach'):

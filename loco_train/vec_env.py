@@ -122,10 +122,9 @@ def make_env(
             module = importlib.import_module(ANYMAL_MODULE)
         except ModuleNotFoundError as error:
             if error.name is not None and ANYMAL_MODULE.startswith(error.name):
-                raise NotImplementedError(
-                    'the ANYmal environment is not built yet (the velocity task of issue 4, on '
-                    f'the Warp simulator of issue 3): {ANYMAL_MODULE} is missing. Use '
-                    '--env gymnasium:<ID> (e.g. gymnasium:Pendulum-v1) meanwhile.'
+                raise ValueError(
+                    f'the ANYmal environment cannot be loaded: {ANYMAL_MODULE} is missing from '
+                    'this install. Reinstall the package, or use --env gymnasium:<ID>.'
                 ) from None
             raise
         return module.make_vec_env(num_envs=num_envs, device=device, seed=seed, **env_kwargs)

@@ -182,7 +182,6 @@ class SHAC:
             'terminated': torch.stack(term_buf),  # (H, N)
             'truncated': torch.stack(trunc_buf),  # (H, N)
             'next_obs': torch.stack(next_buf),  # (H, N, obs_dim) pre-reset where done
-            'last_obs': obs.detach(),  # (N, obs_dim) s_H
         }
         metrics.update(self.fit_critic(batch))
         self.soft_update()
