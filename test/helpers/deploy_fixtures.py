@@ -136,7 +136,9 @@ class Probe:
         if service not in self.clients:
             self.clients[service] = self.node.create_client(Trigger, service)
         client = self.clients[service]
-        if not client.wait_for_service(timeout_sec=timeout):
+        # wait while spinning: the fake robot's sensor timers live on this executor, and a
+        # blocking wait_for_service would starve them and trip the node's watchdog
+        if not self.spin_until(client.service_is_ready, timeout):
             return False, f'{service} unavailable'
         future = client.call_async(Trigger.Request())
         self.executor.spin_until_future_complete(future, timeout_sec=timeout)
@@ -152,7 +154,7 @@ class Probe:
         if service not in self.clients:
             self.clients[service] = self.node.create_client(SetParameters, service)
         client = self.clients[service]
-        if not client.wait_for_service(timeout_sec=timeout):
+        if not self.spin_until(client.service_is_ready, timeout):  # keep the fake robot alive
             return False
         value = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=value)
         future = client.call_async(
