@@ -21,9 +21,9 @@ from test.helpers.deploy_fixtures import (
 
 pytestmark = pytest.mark.ros
 
-TOLERANT = 'stale_periods:=10.0'
-"""Watchdog limit of the tests that are not about the watchdog: a loaded 2-core CI machine can
-stall a publisher past 3 periods (60 ms), which would (rightly) latch DAMP and fail the test."""
+TOLERANT = 'stale_periods:=50.0'
+"""Watchdog limit (1 s) of the tests that are not about the watchdog: a loaded 2-core CI machine
+has stalled the test process's publishers past 200 ms, which (rightly) latches DAMP."""
 
 
 class Graph:
