@@ -217,6 +217,13 @@ def add_arguments(parser):
         choices=('smooth', 'hard', 'soft'),
         help='simulator contact model (default %(default)s)',
     )
+    parser.add_argument(
+        '--adjoint-clip',
+        type=float,
+        default=10.0,
+        help="clip each step's state-adjoint rows to this many times their median norm; 0 off"
+        ' (default %(default)s)',
+    )
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
 
@@ -241,7 +248,13 @@ def run(args):
     np.random.seed(cfg.seed)
     try:
         env = make_env(
-            cfg.env, cfg.num_envs, cfg.device, cfg.seed, differentiable=True, contact=args.contact
+            cfg.env,
+            cfg.num_envs,
+            cfg.device,
+            cfg.seed,
+            differentiable=True,
+            contact=args.contact,
+            adjoint_clip=args.adjoint_clip,
         )
     except ValueError as error:  # unknown or missing environment: say so, exit 2
         print(f'loco-train shac: {error}', file=sys.stderr)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from loco_policy import description, spec
-from loco_train.envs import randomization
+from loco_train.envs import adjoint_clip, randomization
 from loco_train.envs.commands import CommandConfig, CommandSampler
 from loco_train.envs.observations import build_observation, quat_rotate_inverse
 from loco_train.envs.randomization import RandomizationConfig
@@ -40,6 +40,9 @@ class AnymalEnvConfig:
     """Uniform half-width (rad) of joint positions around the default pose at reset."""
     reset_base_velocity: float = 0.2
     """Uniform half-width (m/s, rad/s) of the base velocity at reset."""
+    adjoint_clip: float = 10.0
+    """Differentiable stepping: each control step's state adjoint rows are clipped to this many
+    times their median norm (envs/adjoint_clip.py); 0 disables."""
     contact_threshold: float = 0.005
     """A shape or foot within this height (m) of the ground counts as touching it."""
     commands: CommandConfig = field(default_factory=CommandConfig)
@@ -71,6 +74,7 @@ class AnymalEnv:
         )
         self.sim = Simulator(model, self.num_envs, sim_config)
         self.torch_sim = TorchSim(self.sim)
+        self.adjoint_stats = adjoint_clip.AdjointStats()  # read by SHAC after each backward
         self.dt = self.sim.config.control_dt
         self.max_episode_length = int(round(self.cfg.episode_s / self.dt))
         names = self.sim.shape_names
@@ -187,6 +191,8 @@ class AnymalEnv:
         high = torch.as_tensor(self.action_high, dtype=torch.float32, device=self.device)
         actions = torch.where(torch.isfinite(actions), actions, torch.zeros_like(actions))
         actions = torch.minimum(torch.maximum(actions, low), high)
+        if self.cfg.differentiable:  # the action adjoint too: one step's Jacobian can explode
+            actions = adjoint_clip.attach(actions, self.cfg.adjoint_clip, self.adjoint_stats)
         targets = self.default + spec.ACTION_SCALE * actions
         qvel_before = self.qvel
         self._push()
@@ -246,7 +252,9 @@ class AnymalEnv:
         """Advance the held state one control step; return foot-sphere centres (N, nc, 3) m."""
         if self.cfg.differentiable:
             out = self.torch_sim.step_from(self.qpos, self.qvel, targets)
-            self.qpos, self.qvel = out.qpos, out.qvel
+            clip, stats = self.cfg.adjoint_clip, self.adjoint_stats
+            self.qpos = adjoint_clip.attach(out.qpos, clip, stats)
+            self.qvel = adjoint_clip.attach(out.qvel, clip, stats)
             self.sim.set_state(self._finite(self.qpos), self._finite(self.qvel))  # clearances
             return out.foot_pos
         with torch.no_grad():

@@ -175,6 +175,9 @@ class SHAC:
         else:
             metrics['skipped_window'] = 1.0
         self.actor_opt.zero_grad(set_to_none=True)
+        stats = getattr(env, 'adjoint_stats', None)
+        if stats is not None:  # share of state-adjoint rows the env clipped in this backward
+            metrics['adjoint_clipped'] = stats.pop_fraction()
 
         batch = {
             'obs': torch.stack(obs_buf),  # (H, N, obs_dim)
