@@ -27,6 +27,10 @@ from loco_policy.nodes import run_node
 from loco_policy.policy_file import OnnxPolicy, PolicyFileError
 from loco_policy.random_policy import ALGORITHM as UNTRAINED
 from loco_policy.realtime import set_realtime_priority
+from loco_policy.tick_schedule import TickSchedule
+
+TICK_SOURCES = ('joint_states', 'timer')
+"""What starts a control tick: the /joint_states arrival completing a period, or a timer."""
 
 SHIPPED_POLICY = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'policies', 'anymal_c_walk.onnx'
@@ -69,6 +73,7 @@ class PolicyNode(Node):
         self.declare_parameter('diagnostics_period', 1.0)  # s
         self.declare_parameter('stats_file', '')  # run summary JSON written at shutdown
         self.declare_parameter('realtime_priority', 0)  # SCHED_FIFO 1-99; 0 = normal
+        self.declare_parameter('tick_source', TICK_SOURCES[0])
         names = [
             *vars(defaults),
             'policy',
@@ -77,8 +82,13 @@ class PolicyNode(Node):
             'stats_file',
             'realtime_priority',
             'allow_untrained',
+            'tick_source',
         ]
         p = {n: self.get_parameter(n).value for n in names if self.has_parameter(n)}
+        if p['tick_source'] not in TICK_SOURCES:
+            raise ValueError(f'tick_source {p["tick_source"]!r} is not one of {TICK_SOURCES}')
+        self.tick_on_state = p['tick_source'] == 'joint_states'
+        self.schedule = TickSchedule(spec.CONTROL_DT)
         config = ControllerConfig(
             **{k: float(p[k]) for k in vars(defaults) if k in p and k != 'control_dt'}
         )
@@ -114,7 +124,10 @@ class PolicyNode(Node):
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         for name in ('start', 'stop', 'estop', 'reset'):
             self.create_service(Trigger, f'~/{name}', self._service(name))
-        self.create_timer(spec.CONTROL_DT, self.on_tick)
+        if self.tick_on_state:  # ticks come with /joint_states; this timer covers their loss
+            self.create_timer(spec.CONTROL_DT / 4, self.on_fallback_check)
+        else:
+            self.create_timer(spec.CONTROL_DT, self.on_tick)
         self.create_timer(diagnostics_period, self.publish_diagnostics)
 
     # ---- callbacks (short: validation and logic live in the controller) -----------------
@@ -126,6 +139,13 @@ class PolicyNode(Node):
             msg.name, msg.position, msg.velocity, msg.effort, time.monotonic()
         )
         self._log_rejection(error)
+        if self.tick_on_state and self.schedule.on_state(time.monotonic()):
+            self.on_tick()
+
+    def on_fallback_check(self):
+        """Tick when /joint_states stopped arriving, so the watchdog sees them go stale."""
+        if self.schedule.on_check(time.monotonic()):
+            self.on_tick()
 
     def on_imu(self, msg):
         """Feed an /imu message to the controller."""
@@ -199,6 +219,7 @@ class PolicyNode(Node):
     def _tick(self):
         """Step the controller, publish command and transitions."""
         start = time.perf_counter()
+        self.schedule.ticked(time.monotonic())
         self.stats.tick(time.monotonic())
         tick = self.controller.step(time.monotonic(), defer_row=True)
         msg = JointState()

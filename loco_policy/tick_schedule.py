@@ -1,0 +1,46 @@
+"""When the control loop ticks: on the joint state that completes a period, or by a timer.
+
+Ticking on the arrival of /joint_states (as a robot's controller synchronised to its state
+estimator does) makes the command use a state that is fresh, not up to one state period old. The
+schedule keeps the 50 Hz average exactly when the state rate is not a multiple of it: each tick
+is due one control period after the previous due time, and the first state arriving within half
+a state period of that time triggers it. A fallback check (called by a faster timer) ticks when
+states stop arriving, so the watchdog still sees them go stale. No ROS here.
+"""
+
+
+class TickSchedule:
+    """Decides on which /joint_states arrivals (or fallback checks) the control loop ticks."""
+
+    def __init__(self, period, fallback_periods=1.25):
+        """Tick every period (s); the fallback ticks after fallback_periods without a tick."""
+        self.period = float(period)
+        self.fallback = float(fallback_periods) * self.period
+        self.state_period = None  # s, smoothed interval between /joint_states arrivals
+        self.last_state = None  # monotonic s of the last arrival
+        self.next_due = None  # monotonic s at which the next tick is due
+        self.last_tick = None  # monotonic s of the last tick
+
+    def on_state(self, now):
+        """Record a /joint_states arrival at now (s); return whether to tick on it."""
+        if self.last_state is not None:
+            interval = min(max(now - self.last_state, 0.0), self.period)
+            self.state_period = (
+                interval if self.state_period is None else 0.9 * self.state_period + 0.1 * interval
+            )
+        self.last_state = now
+        if self.next_due is None:
+            return True
+        return now >= self.next_due - 0.5 * (self.state_period or 0.0)
+
+    def on_check(self, now):
+        """Fallback (timer) check at now (s): whether to tick because states stopped."""
+        return self.last_tick is None or now - self.last_tick >= self.fallback
+
+    def ticked(self, now):
+        """Record a tick at now (s); the next one is due a period after this one was due."""
+        if self.next_due is None or abs(now - self.next_due) > self.period:
+            self.next_due = now + self.period  # first tick, or resync after a gap
+        else:
+            self.next_due += self.period
+        self.last_tick = now
