@@ -113,6 +113,19 @@ def add_arguments(parser):
             default=default,
             help=f'{PpoRunConfig.__dataclass_fields__[name].type} (default %(default)s)',
         )
+    parser.add_argument(
+        '--hidden',
+        type=lambda text: tuple(int(v) for v in text.split(',')),
+        default=PpoRunConfig.hidden,
+        help='actor and critic hidden sizes, comma-separated (default 512,256,128)',
+    )
+    parser.add_argument(
+        '--reward',
+        action='append',
+        default=[],
+        metavar='NAME=WEIGHT',
+        help='override a reward weight of the anymal env (repeatable), e.g. feet_air_time=2',
+    )
 
 
 def run(args):
@@ -123,7 +136,8 @@ def run(args):
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     try:
-        env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed)
+        extra = {'reward_overrides': args.reward} if getattr(args, 'reward', None) else {}
+        env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed, **extra)
     except ValueError as error:  # unknown or missing environment: say so, exit 2
         print(f'loco-train ppo: {error}', file=sys.stderr)
         return 2

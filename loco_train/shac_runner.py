@@ -224,6 +224,13 @@ def add_arguments(parser):
         help="clip each step's state-adjoint rows to this many times their median norm; 0 off"
         ' (default %(default)s)',
     )
+    parser.add_argument(
+        '--reward',
+        action='append',
+        default=[],
+        metavar='NAME=WEIGHT',
+        help='override a reward weight of the anymal env (repeatable), e.g. foot_height=0',
+    )
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
 
@@ -255,6 +262,7 @@ def run(args):
             differentiable=True,
             contact=args.contact,
             adjoint_clip=args.adjoint_clip,
+            reward_overrides=args.reward,
         )
     except ValueError as error:  # unknown or missing environment: say so, exit 2
         print(f'loco-train shac: {error}', file=sys.stderr)

@@ -31,11 +31,15 @@ def inputs(n=3, **overrides):
 
 
 def test_every_term_is_logged_under_its_name_times_weight_and_dt():
-    cfg = RewardConfig(feet_air_time=0.0)
-    x = inputs(torque=torch.ones(3, 12), undesired_contact=torch.full((3,), 2.0))
+    cfg = RewardConfig(feet_air_time=0.0, orientation=-5.0)
+    tilt = torch.tensor([[0.6, 0.0, -0.8]]).expand(3, 3)
+    x = inputs(
+        torque=torch.ones(3, 12), undesired_contact=torch.full((3,), 2.0), projected_gravity=tilt
+    )
     total, terms = compute_reward(x, cfg, dt=0.02)
     assert 'feet_air_time' not in terms  # weight 0: not computed
     assert set(terms) == set(TERMS) - {'feet_air_time'}
+    torch.testing.assert_close(terms['orientation'], torch.full((3,), -5.0 * 0.36 * 0.02))
     torch.testing.assert_close(total, sum(terms.values()))
     torch.testing.assert_close(terms['torque'], torch.full((3,), -1e-5 * 12 * 0.02))
     torch.testing.assert_close(terms['undesired_contact'], torch.full((3,), -1.0 * 2 * 0.02))
@@ -101,3 +105,15 @@ def test_feet_air_time_rewards_touchdown_after_long_swings():
 def test_air_time_weight_without_tracker_is_an_error():
     with pytest.raises(ValueError, match='feet_air_time'):
         compute_reward(inputs(), RewardConfig(feet_air_time=0.125), dt=0.02)
+
+
+def test_overrides_parse_names_and_refuse_unknown_or_non_finite():
+    from loco_train.envs.rewards import parse_overrides
+
+    assert parse_overrides(['foot_height=0', 'feet_air_time=2']) == {
+        'foot_height': 0.0,
+        'feet_air_time': 2.0,
+    }
+    for bad in ('nonsense=1', 'foot_height', 'foot_height=nan', 'torque=abc'):
+        with pytest.raises(ValueError, match='reward override'):
+            parse_overrides([bad])

@@ -16,9 +16,19 @@ import torch
 from loco_policy import description, spec
 from loco_train.envs import adjoint_clip, randomization
 from loco_train.envs.commands import CommandConfig, CommandSampler
-from loco_train.envs.observations import build_observation, quat_rotate_inverse
+from loco_train.envs.observations import (
+    build_observation,
+    projected_gravity,
+    quat_rotate_inverse,
+)
 from loco_train.envs.randomization import RandomizationConfig
-from loco_train.envs.rewards import compute_reward, FeetAirTime, RewardConfig, RewardInputs
+from loco_train.envs.rewards import (
+    compute_reward,
+    FeetAirTime,
+    parse_overrides,
+    RewardConfig,
+    RewardInputs,
+)
 
 FOOT_RADIUS = 0.03
 """Foot sphere radius (m), checked against the description at construction."""
@@ -223,6 +233,7 @@ class AnymalEnv:
             undesired_contact=touching[:, self.undesired_shapes].float().sum(dim=1),
             phase_time=phase,
             feet_air_time=self.air_time.update(foot_contact, self.commands.command, self.dt),
+            projected_gravity=projected_gravity(quat),
         )
         reward, terms = compute_reward(inputs, self.cfg.rewards, self.dt)
         self.commands.step(self.dt)  # after the reward: it scores the command the action saw
@@ -293,5 +304,8 @@ class AnymalEnv:
 
 def make_vec_env(num_envs, device='cpu', seed=0, **overrides):
     """The factory loco_train.vec_env.make_env calls for --env anymal."""
+    weights = overrides.pop('reward_overrides', None)
+    if weights:  # NAME=VALUE strings from the trainers' --reward options
+        overrides['rewards'] = RewardConfig(**parse_overrides(weights))
     config = AnymalEnvConfig(**overrides)
     return AnymalEnv(num_envs, config, device, seed)

@@ -39,6 +39,8 @@ class RewardInputs:
     """(N,) s, time since the episode started (drives the swing reference)."""
     feet_air_time: torch.Tensor = None
     """(N,) the air-time reward of FeetAirTime.update, when that term is enabled."""
+    projected_gravity: torch.Tensor = None
+    """(N, 3) gravity direction in the body frame, when the orientation term is enabled."""
 
 
 @dataclass
@@ -59,6 +61,8 @@ class RewardConfig:
     """|qdd|^2."""
     action_rate: float = -0.01
     """|a_t - a_{t-1}|^2."""
+    orientation: float = 0.0
+    """|g_xy|^2 of the projected gravity (legged_gym's flat ANYmal: -5)."""
     undesired_contact: float = -1.0
     """Count of base/thigh/knee contacts."""
     foot_height: float = 0.5
@@ -116,6 +120,13 @@ def action_rate(x, cfg):
     return torch.sum((x.action - x.last_action) ** 2, dim=1)
 
 
+def orientation(x, cfg):
+    """Tilt: squared planar part of the projected gravity, (N,)."""
+    if x.projected_gravity is None:
+        raise ValueError('orientation has a weight but RewardInputs.projected_gravity is None')
+    return torch.sum(x.projected_gravity[:, :2] ** 2, dim=1)
+
+
 def undesired_contact(x, cfg):
     """Base, thigh and knee contacts with the ground, (N,)."""
     return x.undesired_contact
@@ -150,6 +161,7 @@ TERMS = {
     'torque': torque,
     'joint_acc': joint_acc,
     'action_rate': action_rate,
+    'orientation': orientation,
     'undesired_contact': undesired_contact,
     'foot_height': foot_height,
     'feet_air_time': feet_air_time,
@@ -157,6 +169,30 @@ TERMS = {
 """Term name -> function; the names are the RewardConfig weight fields and the log keys."""
 
 assert set(TERMS) <= {f.name for f in fields(RewardConfig)}
+
+
+def parse_overrides(items):
+    """RewardConfig keyword overrides from 'name=value' strings (e.g. --reward foot_height=0).
+
+    Raises ValueError naming an unknown field or a value that is not a finite number.
+    """
+    known = {f.name for f in fields(RewardConfig)}
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition('=')
+        name = name.strip()
+        if not sep or name not in known:
+            raise ValueError(
+                f'reward override {item!r}: expected NAME=VALUE, NAME one of {sorted(known)}'
+            )
+        try:
+            number = float(value)
+        except ValueError:
+            number = float('nan')
+        if not math.isfinite(number):
+            raise ValueError(f'reward override {item!r}: {value!r} is not a finite number')
+        out[name] = number
+    return out
 
 
 def compute_reward(inputs, config, dt):
