@@ -56,9 +56,13 @@ def load_policy(checkpoint_path):
     """Rebuild DeployedPolicy and its provenance stub from a checkpoint holding POLICY_KEY."""
     import importlib
 
+    from loco_train import rsl_rl_policy
     from loco_train.normalizer import EmpiricalNormalizer
 
     checkpoint = torch_load(checkpoint_path, map_location='cpu')  # tensors and containers only
+    if rsl_rl_policy.is_rsl_rl_checkpoint(checkpoint):  # loco-train ppo's model_<iter>.pt
+        actor, info = rsl_rl_policy.actor_from_checkpoint(checkpoint)
+        return DeployedPolicy(nn.Identity(), actor).eval(), info
     if POLICY_KEY not in checkpoint:
         raise ValueError(f'{checkpoint_path}: no {POLICY_KEY!r} entry; not a policy checkpoint')
     payload = checkpoint[POLICY_KEY]
@@ -143,11 +147,19 @@ def add_arguments(parser):
     """`loco-train export CHECKPOINT -o FILE.onnx`."""
     parser.add_argument('checkpoint', help='training checkpoint (.pt) with a policy entry')
     parser.add_argument('-o', '--output', required=True, help='policy file to write (.onnx)')
+    parser.add_argument(
+        '--mean-return',
+        type=float,
+        default=None,
+        help="training return to record in the provenance (default: the checkpoint's)",
+    )
 
 
 def run(args):
     """Export the checkpoint's policy and print the written contract."""
     policy, info = load_policy(args.checkpoint)
+    if getattr(args, 'mean_return', None) is not None:
+        info['return'] = args.mean_return
     metadata = export_policy(
         policy, args.output, info['algorithm'], info['iterations'], info['return']
     )

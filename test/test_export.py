@@ -114,3 +114,48 @@ def test_export_refuses_a_checkpoint_without_a_policy(tmp_path):
     torch.save({'something': 1}, ckpt)
     with pytest.raises(ValueError, match='not a policy checkpoint'):
         load_policy(str(ckpt))
+
+
+def test_an_rsl_rl_ppo_checkpoint_exports_to_its_deterministic_actor(tmp_path, capsys):
+    from rsl_rl.models.mlp_model import MLPModel
+    from tensordict import TensorDict
+
+    torch.manual_seed(3)
+    example = TensorDict({'policy': torch.zeros(1, spec.OBS_DIM)}, batch_size=[1])
+    model = MLPModel(
+        example,
+        {'actor': ['policy']},
+        'actor',
+        spec.ACTION_DIM,
+        hidden_dims=(32, 16),
+        activation='elu',
+        obs_normalization=True,
+        distribution_cfg={'class_name': 'GaussianDistribution', 'init_std': 1.0},
+    )
+    with torch.no_grad():  # a normaliser that has seen data
+        model.obs_normalizer._mean.uniform_(-1.0, 1.0)
+        model.obs_normalizer._std.uniform_(0.2, 3.0)
+    checkpoint = tmp_path / 'model_7.pt'
+    torch.save(
+        {
+            'actor_state_dict': model.state_dict(),
+            'critic_state_dict': {},
+            'iter': 7,
+            'infos': None,
+        },
+        checkpoint,
+    )
+    out = tmp_path / 'ppo.onnx'
+    assert cli.main(['export', str(checkpoint), '-o', str(out), '--mean-return', '12.5']) == 0
+    obs = torch.randn(1000, spec.OBS_DIM) * 2.0
+    with torch.no_grad():
+        expected = model(TensorDict({'policy': obs}, batch_size=[1000])).numpy()
+    session = ort.InferenceSession(str(out), providers=['CPUExecutionProvider'])
+    got = session.run(['actions'], {'obs': obs.numpy()})[0]
+    assert np.max(np.abs(got - expected)) < 1e-5
+    provenance = OnnxPolicy(str(out)).contract.provenance
+    assert (provenance['algorithm'], provenance['iterations'], provenance['return']) == (
+        'ppo',
+        7,
+        12.5,
+    )
