@@ -32,8 +32,10 @@ def clip_rows(grad, factor, stats=None):
     """Return grad (N, D) with every row's norm limited to factor x the median row norm.
 
     Non-finite rows become zero (the environment is reset anyway). A zero median leaves the
-    finite rows unchanged.
+    finite rows unchanged. None (no gradient reached the tensor) passes through.
     """
+    if grad is None:
+        return None
     finite = torch.isfinite(grad).all(dim=1)
     grad = torch.where(finite[:, None], grad, torch.zeros_like(grad))
     norms = grad.norm(dim=1)  # (N,)
