@@ -40,6 +40,8 @@ class PpoRunConfig:
     """Run directory; '' picks logs/ppo/<env>-<time>."""
     save_interval: int = 50
     """Iterations between rsl-rl checkpoints."""
+    resume: str = ''
+    """rsl-rl checkpoint (model_<iter>.pt) to continue from: `iterations` more are run."""
 
 
 def train_cfg(cfg):
@@ -85,10 +87,14 @@ def train(env, cfg, iterations=None):
         'logs', 'ppo', cfg.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S')
     )
     runner = OnPolicyRunner(wrapped, train_cfg(cfg), log_dir=run_dir, device=cfg.device)
+    if cfg.resume:
+        runner.load(cfg.resume, map_location=cfg.device)
+    first = runner.current_learning_iteration
     start = time.time()
     runner.learn(cfg.iterations if iterations is None else iterations)
     seconds = time.time() - start
     done = runner.current_learning_iteration + 1
+    ran = done - first
     reward_buffer = list(getattr(runner.logger, 'rewbuffer', []))
     summary = {
         'algorithm': 'ppo',
@@ -96,7 +102,7 @@ def train(env, cfg, iterations=None):
         'iterations': done,
         'env_steps': done * cfg.steps_per_env * env.num_envs,
         'final_return': float(np.mean(reward_buffer)) if reward_buffer else None,
-        'seconds_per_iteration': seconds / max(1, done),
+        'seconds_per_iteration': seconds / max(1, ran),
         'log_dir': run_dir,
     }
     return runner, summary
