@@ -18,6 +18,7 @@ import numpy as np
 from loco_policy import spec
 from loco_policy.controller import Controller, ControllerConfig
 from loco_policy.safety import Mode
+from loco_policy.transition import REWARD_TERMS
 
 SCHEDULE = (
     # name, seconds, command (vx m/s, vy m/s, wz rad/s)
@@ -106,10 +107,13 @@ def run_episode(policy, backend, config, seed):
         raise RuntimeError(f'the controller did not reach WALK: {ctrl.status(t)}')
     steps = int(round(sum(s for _, s, _ in SCHEDULE) / spec.CONTROL_DT))
     trace = {'t': [], 'segment': [], 'command': [], 'lin_vel': [], 'ang_vel': [], 'height': []}
+    terms = []  # (7,) raw reward terms of each WALK tick, as the robot computes them
     fell = False
     for k in range(steps):
         segment, command = schedule_command(k * spec.CONTROL_DT)
-        _control_tick(ctrl, backend, rng, config, t, command)
+        tick = _control_tick(ctrl, backend, rng, config, t, command)
+        if tick.row is not None:
+            terms.append(tick.row.reward_terms)
         t += spec.CONTROL_DT
         state = backend.state()
         trace['t'].append((k + 1) * spec.CONTROL_DT)
@@ -124,6 +128,7 @@ def run_episode(policy, backend, config, seed):
             break
     trace = {key: np.asarray(value) for key, value in trace.items()}
     trace['fell'] = fell
+    trace['reward_terms'] = np.mean(terms, axis=0) if terms else np.full(len(REWARD_TERMS), np.nan)
     return trace
 
 
@@ -173,12 +178,13 @@ def evaluate(policy_path, config, plot_path=None):
 
     policy = OnnxPolicy(policy_path)
     backend = make_backend(config.sim)
-    per_seed, falls, first = [], 0, None
+    per_seed, falls, first, terms = [], 0, None, []
     for seed in range(config.seeds):
         trace = run_episode(policy, backend, config, seed)
         first = trace if first is None else first
         falls += int(trace['fell'])
         per_seed.append(segment_errors(trace))
+        terms.append(trace['reward_terms'])
         print(
             f'seed {seed}: {"FELL" if trace["fell"] else "ok"} at {trace["t"][-1]:.2f} s',
             file=sys.stderr,
@@ -202,6 +208,9 @@ def evaluate(policy_path, config, plot_path=None):
         'mean_lin_err': float(np.mean([s['lin_err'] for s in moving])) if moving else None,
         'mean_yaw_err': float(np.mean([s['yaw_err'] for s in moving])) if moving else None,
         'segments': segments,
+        'reward_terms': {  # raw per-tick means over the schedule and the seeds
+            name: float(value) for name, value in zip(REWARD_TERMS, np.nanmean(terms, axis=0))
+        },
         'plot': os.path.abspath(plot_path) if plot_path else None,
     }
 
@@ -223,5 +232,9 @@ def run(args):
         yaw = 'n/a' if errors['yaw_err'] is None else f'{errors["yaw_err"]:.3f}'
         print(f'{name:<14}{lin:>12}{yaw:>15}')
     print(f'falls: {summary["falls"]} of {summary["seeds"]}')
+    print(
+        'reward terms (raw, per tick): '
+        + ', '.join(f'{name} {value:.4g}' for name, value in summary['reward_terms'].items())
+    )
     print(json.dumps(summary))
     return 1 if summary['falls'] else 0

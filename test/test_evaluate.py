@@ -47,3 +47,7 @@ def test_standing_policy_in_mujoco_stands_and_misses_every_moving_command(
     assert segments['forward_0.5']['lin_err'] == pytest.approx(0.5, abs=0.05)
     assert segments['turn_1.0']['yaw_err'] == pytest.approx(1.0, abs=0.05)
     assert png.stat().st_size > 10_000
+    terms = summary['reward_terms']
+    # standing still: tracking kernel of the mean squared command speed, no tilt, little motion
+    assert 0.2 < terms['track_lin_vel_xy'] < 0.9 and terms['orientation'] < 0.01
+    assert terms['lin_vel_z'] < 0.01 and terms['torques'] > 0.0
