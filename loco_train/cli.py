@@ -12,6 +12,7 @@ COMMANDS = {
     'export': ('loco_train.export', 'export a checkpoint as a contract-carrying ONNX policy'),
     'check-policy': ('loco_train.check_policy', 'print a policy file contract; fail on mismatch'),
     'eval': ('loco_train.evaluate', 'evaluate a policy file on the fixed command schedule'),
+    'compare': ('loco_train.compare_runs', 'SHAC against PPO: env steps to 90 % of PPO return'),
     'bench': ('loco_train.bench', 'run a benchmark; prints one JSON object as its last line'),
 }
 

@@ -1,0 +1,138 @@
+"""`loco-train compare --shac RUN --ppo RUN`: sample efficiency of SHAC against PPO, from logs.
+
+Reads the TensorBoard scalars both trainers write: SHAC's `train/episode_return` against
+`perf/env_steps`, PPO's `Train/mean_reward` (rsl-rl-lib's mean episode return) against iteration
+times the environment steps per iteration (from the run's `run.json`). Both are returns of the
+same reward when the runs used the same reward weights. Reports the environment steps each took to
+reach a fraction (default 90 %) of PPO's final return, their ratio, and the wall-clock per
+iteration of each; writes a PNG of return against environment steps. Last line: one JSON object.
+"""
+
+import glob
+import json
+import os
+import sys
+
+import numpy as np
+
+FINAL_WINDOW = 10
+"""PPO's final return is the mean of its last this many logged values."""
+
+
+def read_scalars(run_dir, tag):
+    """(steps (K,), values (K,)) of one scalar tag over every event file of run_dir."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    points = {}
+    for path in sorted(glob.glob(os.path.join(run_dir, 'events.out.tfevents.*'))):
+        events = EventAccumulator(path, size_guidance={'scalars': 0})
+        events.Reload()
+        if tag in events.Tags()['scalars']:
+            points.update({e.step: e.value for e in events.Scalars(tag)})  # resumed runs overlap
+    if not points:
+        raise ValueError(f'{run_dir}: no {tag!r} scalars (not a run directory of this trainer?)')
+    steps = np.array(sorted(points))
+    return steps, np.array([points[s] for s in steps])
+
+
+def shac_curve(run_dir):
+    """SHAC run: env steps (K,), episode returns (K,), seconds per iteration (mean)."""
+    iterations, returns = read_scalars(run_dir, 'train/episode_return')
+    step_its, env_steps = read_scalars(run_dir, 'perf/env_steps')
+    _, seconds = read_scalars(run_dir, 'perf/iteration_s')
+    return np.interp(iterations, step_its, env_steps), returns, float(np.mean(seconds))
+
+
+def ppo_curve(run_dir, steps_per_iteration=None):
+    """PPO run: env steps (K,), mean episode returns (K,), seconds per iteration (mean)."""
+    if steps_per_iteration is None:
+        path = os.path.join(run_dir, 'run.json')
+        if not os.path.isfile(path):
+            raise ValueError(f'{path} is missing: give --ppo-steps-per-iteration')
+        with open(path) as handle:
+            config = json.load(handle)
+        steps_per_iteration = config['num_envs'] * config['steps_per_env']
+    iterations, returns = read_scalars(run_dir, 'Train/mean_reward')
+    _, collect = read_scalars(run_dir, 'Perf/collection_time')
+    _, learn = read_scalars(run_dir, 'Perf/learning_time')
+    seconds = float(np.mean(collect) + np.mean(learn))
+    return (iterations + 1) * float(steps_per_iteration), returns, seconds
+
+
+def steps_to_reach(env_steps, returns, threshold):
+    """Environment steps at which the return first reaches threshold (None if never)."""
+    hits = np.nonzero(returns >= threshold)[0]
+    return float(env_steps[hits[0]]) if hits.size else None
+
+
+def compare(shac, ppo, fraction=0.9):
+    """Summary dict from (env_steps, returns, s_per_it) curves of SHAC and PPO."""
+    final = float(np.mean(ppo[1][-FINAL_WINDOW:]))
+    threshold = fraction * final
+    ppo_steps = steps_to_reach(ppo[0], ppo[1], threshold)
+    shac_steps = steps_to_reach(shac[0], shac[1], threshold)
+    return {
+        'ppo_final_return': final,
+        'fraction': fraction,
+        'threshold': threshold,
+        'ppo_env_steps_to_threshold': ppo_steps,
+        'shac_env_steps_to_threshold': shac_steps,
+        'ppo_over_shac_steps': (ppo_steps / shac_steps) if ppo_steps and shac_steps else None,
+        'shac_best_return': float(np.max(shac[1])),
+        'shac_env_steps': float(shac[0][-1]),
+        'ppo_env_steps': float(ppo[0][-1]),
+        'shac_s_per_iteration': shac[2],
+        'ppo_s_per_iteration': ppo[2],
+    }
+
+
+def plot(shac, ppo, summary, path):
+    """Write return against environment steps of both runs as a PNG."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    fig, axis = plt.subplots(figsize=(8, 4.5))
+    axis.plot(ppo[0], ppo[1], label='PPO (rsl-rl-lib)')
+    axis.plot(shac[0], shac[1], label='SHAC')
+    axis.axhline(summary['threshold'], color='k', ls='--', lw=0.8, label='90 % of PPO final')
+    axis.set_xscale('log')
+    axis.set_xlabel('environment steps')
+    axis.set_ylabel('mean episode return')
+    axis.grid(alpha=0.3)
+    axis.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def add_arguments(parser):
+    """`loco-train compare --shac RUN --ppo RUN [--plot PNG]`."""
+    parser.add_argument('--shac', required=True, help='SHAC run directory (TensorBoard logs)')
+    parser.add_argument('--ppo', required=True, help='PPO run directory (TensorBoard logs)')
+    parser.add_argument('--fraction', type=float, default=0.9, help='of PPO final return')
+    parser.add_argument('--ppo-steps-per-iteration', type=int, default=None)
+    parser.add_argument('--plot', default='', help='PNG of return against env steps')
+
+
+def run(args):
+    """Compare the runs; print a short table and one JSON line."""
+    try:
+        shac = shac_curve(args.shac)
+        ppo = ppo_curve(args.ppo, args.ppo_steps_per_iteration)
+    except ValueError as error:  # not a run directory, or no steps per iteration: say so
+        print(f'loco-train compare: {error}', file=sys.stderr)
+        return 2
+    summary = compare(shac, ppo, args.fraction)
+    if args.plot:
+        plot(shac, ppo, summary, args.plot)
+        summary['plot'] = os.path.abspath(args.plot)
+    for key in (
+        'ppo_env_steps_to_threshold',
+        'shac_env_steps_to_threshold',
+        'ppo_over_shac_steps',
+    ):
+        print(f'{key:<30} {summary[key]}')
+    print(json.dumps(summary))
+    return 0

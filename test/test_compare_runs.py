@@ -1,0 +1,50 @@
+"""loco-train compare reads both trainers' TensorBoard logs and finds steps to 90 % of PPO."""
+
+import json
+
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from loco_train import cli
+
+
+def write_runs(tmp_path):
+    """A PPO run rising linearly to 10 over 100 iterations of 1,000 steps; a faster SHAC run."""
+    ppo, shac = tmp_path / 'ppo', tmp_path / 'shac'
+    ppo.mkdir()
+    (ppo / 'run.json').write_text(json.dumps({'num_envs': 100, 'steps_per_env': 10}))
+    writer = SummaryWriter(str(ppo))
+    for it in range(100):
+        writer.add_scalar('Train/mean_reward', 10.0 * min(1.0, it / 80.0), it)
+        writer.add_scalar('Perf/collection_time', 1.0, it)
+        writer.add_scalar('Perf/learning_time', 0.5, it)
+    writer.close()
+    writer = SummaryWriter(str(shac))
+    for it in range(1, 41):
+        writer.add_scalar('train/episode_return', 0.5 * it, it)  # reaches 9 at iteration 18
+        writer.add_scalar('perf/env_steps', 500.0 * it, it)
+        writer.add_scalar('perf/iteration_s', 2.0, it)
+    writer.close()
+    return ppo, shac
+
+
+def test_steps_to_ninety_percent_ratio_and_plot(tmp_path, capsys):
+    ppo, shac = write_runs(tmp_path)
+    png = tmp_path / 'cmp.png'
+    argv = ['compare', '--shac', str(shac), '--ppo', str(ppo), '--plot', str(png)]
+    assert cli.main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary['ppo_final_return'] == pytest.approx(10.0)
+    # PPO: 10 it/80 >= 0.9 first at iteration 72 -> (72 + 1) x 1,000 steps
+    assert summary['ppo_env_steps_to_threshold'] == pytest.approx(73_000)
+    assert summary['shac_env_steps_to_threshold'] == pytest.approx(18 * 500)
+    assert summary['ppo_over_shac_steps'] == pytest.approx(73_000 / 9_000)
+    assert summary['ppo_s_per_iteration'] == pytest.approx(1.5)
+    assert summary['shac_s_per_iteration'] == pytest.approx(2.0)
+    assert png.stat().st_size > 10_000
+
+
+def test_a_directory_without_logs_is_refused_naming_it(tmp_path, capsys):
+    ppo, _ = write_runs(tmp_path)
+    assert cli.main(['compare', '--shac', str(tmp_path), '--ppo', str(ppo)]) == 2
+    assert "no 'train/episode_return' scalars" in capsys.readouterr().err
