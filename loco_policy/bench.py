@@ -1,13 +1,15 @@
 """Deployment benchmark: the 50 Hz policy loop against sim_robot over real DDS (JSON last line).
 
-    python -m loco_policy.bench [--seconds 60] [--policy FILE] [--hidden 512,256,128]
+    python -m loco_policy.bench [--seconds 60] [--policy FILE|random] [--hidden 512,256,128]
 
 Starts sim_robot and policy_node as separate processes on an isolated localhost domain, brings
 policy_node to WALK through its services and lets it run. Reports, from policy_node's own run
 summary: control-period jitter p50/p99/max, /joint_states-received -> /joint_command-published
 age p50/p99, tick compute (tick start -> publish) p50/p99, onnxruntime inference p50/p99, and the
-policy node's CPU use during WALK (from /proc). Without --policy it times a random-weight MLP of
-the given sizes (tiny weights: it stands still; timing only).
+policy node's CPU use during WALK (from /proc). The policy is the shipped one when present;
+`--policy random` (or no shipped file) times a random-weight MLP of the given sizes (tiny weights:
+it stands still; timing only). Each run measures policy_node ticking on /joint_states arrivals
+(the default) and, as the baseline in the same run, on its free-running 50 Hz timer.
 """
 
 import argparse
@@ -61,15 +63,17 @@ def trigger(node, executor, name):
     return (future.result().success, future.result().message) if future.result() else (False, '')
 
 
-def run(args, work):
-    """Run the benchmark in directory work; return the result dict."""
+def run(args, work, tick_source):
+    """Run the benchmark in directory work with one tick source; return the result dict."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1')
     env.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
-    policy = args.policy
-    if not policy:
+    from loco_policy.nodes.policy_node import SHIPPED_POLICY
+
+    policy = args.policy or (SHIPPED_POLICY if os.path.isfile(SHIPPED_POLICY) else 'random')
+    if policy == 'random':
         from loco_policy.random_policy import write_random_policy
 
         hidden = tuple(int(h) for h in args.hidden.split(','))
@@ -85,6 +89,7 @@ def run(args, work):
             f'stats_file:={stats_file}',
             'stand_duration:=1.0',
             f'realtime_priority:={args.rt_priority}',
+            f'tick_source:={tick_source}',
         ],
         env,
         log,
@@ -122,10 +127,10 @@ def run(args, work):
         log.close()
     with open(stats_file) as handle:
         stats = json.load(handle)
-    return summarize(stats, cpu, policy, steps, args)
+    return summarize(stats, cpu, policy, steps, args, tick_source)
 
 
-def summarize(stats, cpu, policy, steps, args):
+def summarize(stats, cpu, policy, steps, args, tick_source):
     """Pick the benchmark figures out of policy_node's run summary."""
 
     def pick(name):
@@ -135,6 +140,7 @@ def summarize(stats, cpu, policy, steps, args):
         'bench': 'deploy_policy_loop',
         'seconds_in_walk': args.seconds,
         'realtime_priority': args.rt_priority,
+        'tick_source': tick_source,
         'policy': policy,
         'policy_algorithm': (stats.get('policy') or {}).get('provenance', {}).get('algorithm'),
         'mode_at_end': stats.get('mode'),
@@ -163,14 +169,24 @@ def main(argv=None):
     """Parse arguments, run, print a short summary and the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--seconds', type=float, default=60.0, help='seconds in WALK')
-    parser.add_argument('--policy', default='', help='policy file (default: random MLP)')
+    parser.add_argument(
+        '--policy', default='', help="policy file, or 'random' (default: the shipped one)"
+    )
     parser.add_argument('--hidden', default='512,256,128', help='random MLP hidden sizes')
     parser.add_argument(
         '--rt-priority', type=int, default=0, help="policy_node's realtime_priority (SCHED_FIFO)"
     )
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix='loco_bench_') as work:
-        result = run(args, work)
+    runs = {}
+    for tick_source in ('joint_states', 'timer'):  # the second is the baseline
+        with tempfile.TemporaryDirectory(prefix='loco_bench_') as work:
+            runs[tick_source] = run(args, work, tick_source)
+    result = dict(runs['joint_states'])
+    result['baseline_timer'] = {
+        key: runs['timer'][key]
+        for key in ('loop_rate_hz', 'jitter_ms', 'latency_state_to_command_ms', 'inference_ms',
+                    'compute_tick_to_publish_ms', 'cpu_percent_policy_node', 'goals_met')
+    }  # fmt: skip
     for key in (
         'loop_rate_hz',
         'jitter_ms',
@@ -181,6 +197,8 @@ def main(argv=None):
         'goals_met',
     ):
         print(f'{key:30} {result[key]}')
+        if key in result['baseline_timer']:
+            print(f'{"  baseline (timer)":30} {result["baseline_timer"][key]}')
     print(json.dumps(result))
     return 0
 
