@@ -23,7 +23,10 @@ def test_demo_without_a_policy_stands_and_says_so(request, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.strip().splitlines()
     summary = json.loads(lines[-1])
-    assert 'no trained policy is shipped yet' in result.stdout
+    assert 'No policy file (none given)' in result.stdout
+    assert ('no trained policy is shipped yet' in result.stdout) is not os.path.isfile(
+        SHIPPED_POLICY
+    )
     assert summary['policy_loaded'] is False and summary['tracks_commands'] is None
     assert summary['falls'] == 0 and summary['faults'] == []
     # a loaded machine may trip the watchdog while the graph starts; the demo then resets, as an
@@ -40,3 +43,23 @@ def test_demo_without_a_policy_stands_and_says_so(request, tmp_path):
     assert summary['bag_counts']['/joint_states'] > 500
     assert open(summary['plot'], 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
     assert any(line.startswith('control loop rate (Hz)') for line in lines)
+
+
+@pytest.mark.skipif(
+    not os.path.isfile(SHIPPED_POLICY),
+    reason='no trained policy is shipped (loco_policy/policies)',
+)
+def test_demo_walks_the_schedule_with_the_shipped_policy(request, tmp_path):
+    out = tmp_path / 'demo'
+    result = subprocess.run(
+        [sys.executable, '-m', 'loco_policy.demo', '--out', str(out), '--stand-wait', '2.0'],
+        env=ros_env(request.node.name), capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary['policy_loaded'] is True and summary['policy_shipped'] is True
+    assert summary['falls'] == 0 and summary['faults'] == []
+    assert summary['tracks_commands'] is True, summary['tracking']
+    assert 'WALK' in summary['state_transitions']
+    assert summary['base_height_m']['min'] > 0.35
+    assert summary['transitions_received'] > 500

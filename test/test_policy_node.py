@@ -126,15 +126,19 @@ def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
 
 
 @pytest.mark.skipif(
-    not os.path.isfile(SHIPPED_POLICY), reason='no trained policy is shipped yet (SHAC issue)'
+    not os.path.isfile(SHIPPED_POLICY),
+    reason='no trained policy is shipped (loco_policy/policies)',
 )
 def test_walks_forward_with_the_shipped_policy(graph):
     from geometry_msgs.msg import Twist
     from nav_msgs.msg import Odometry
 
-    odom = []
+    odom = []  # (monotonic s, base height m, vx m/s body frame)
     graph.probe.node.create_subscription(
-        Odometry, '/odom', lambda m: odom.append(m.twist.twist.linear.x), 10
+        Odometry,
+        '/odom',
+        lambda m: odom.append((time.monotonic(), m.pose.pose.position.z, m.twist.twist.linear.x)),
+        10,
     )
     cmd = graph.probe.node.create_publisher(Twist, '/cmd_vel', 10)
     graph.start('sim_robot')
@@ -143,14 +147,20 @@ def test_walks_forward_with_the_shipped_policy(graph):
     assert probe.spin_until(probe.inputs_fresh, 20.0)
     assert probe.call('/policy_node/start')[0]
     probe.spin(1.5)
-    assert probe.call('/policy_node/start')[0]
+    ok, message = probe.call('/policy_node/start')
+    assert ok and probe.status['policy']['provenance']['algorithm'] != 'random-mlp', message
     twist = Twist()
     twist.linear.x = 0.6
-    end = time.monotonic() + 5.0
-    while time.monotonic() < end and not (odom and odom[-1] > 0.3):
+    start = time.monotonic()
+    while time.monotonic() < start + 6.0:
         cmd.publish(twist)
         probe.spin(0.05)
-    assert odom and odom[-1] > 0.3
+    assert probe.status['mode'] == 'WALK', probe.status
+    late = [(z, vx) for t, z, vx in odom if t > start + 3.0]  # after the acceleration
+    assert len(late) > 100
+    mean_vx = sum(vx for _, vx in late) / len(late)
+    assert 0.35 < mean_vx < 0.85, mean_vx  # walks at the commanded 0.6 m/s
+    assert min(z for z, _ in late) > 0.35  # upright all along
 
 
 STALE_PERIODS = 5.0
