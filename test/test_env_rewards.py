@@ -31,7 +31,7 @@ def inputs(n=3, **overrides):
 
 
 def test_every_term_is_logged_under_its_name_times_weight_and_dt():
-    cfg = RewardConfig(feet_air_time=0.0, orientation=-5.0)
+    cfg = RewardConfig(feet_air_time=0.0, orientation=-5.0, foot_height=0.5)
     tilt = torch.tensor([[0.6, 0.0, -0.8]]).expand(3, 3)
     x = inputs(
         torque=torch.ones(3, 12), undesired_contact=torch.full((3,), 2.0), projected_gravity=tilt
@@ -74,7 +74,7 @@ def test_swing_reference_alternates_the_diagonal_pairs():
 
 
 def test_foot_height_term_is_differentiable_and_off_when_standing():
-    cfg = RewardConfig()
+    cfg = RewardConfig(foot_height=0.5)
     height = torch.full((2, 4), 0.03, requires_grad=True)
     x = inputs(2, foot_height=height, command=torch.tensor([[1.0, 0, 0], [0.0, 0, 0]]),
                phase_time=torch.full((2,), 0.1))  # fmt: skip

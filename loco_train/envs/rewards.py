@@ -65,8 +65,12 @@ class RewardConfig:
     """|g_xy|^2 of the projected gravity (legged_gym's flat ANYmal: -5)."""
     undesired_contact: float = -1.0
     """Count of base/thigh/knee contacts."""
-    foot_height: float = 0.5
-    """Differentiable swing reference tracking, mean over feet of exp(-(z - z_ref)^2 / s^2)."""
+    foot_height: float = 0.0
+    """Differentiable swing reference tracking, mean over feet of exp(-(z - z_ref)^2 / s^2).
+
+    Off by default: the reference's phase is time since the episode start, and the spec's 48-term
+    observation has no gait clock, so a policy cannot know where in the swing it is. Schwarke et
+    al. feed the phase to the policy; with a clock term in a future spec, set this to 0.5."""
     feet_air_time: float = 0.0
     """legged_gym's air-time reward (non-differentiable); 0.125 for SAC/PPO runs."""
     tracking_sigma: float = spec.TRACKING_SIGMA
