@@ -1,11 +1,12 @@
-"""`loco-train compare --shac RUN --ppo RUN`: sample efficiency of SHAC against PPO, from logs.
+"""`loco-train compare --shac RUN --ppo RUN [--sac RUN]`: sample efficiency against PPO, from logs.
 
 Reads the TensorBoard scalars both trainers write: SHAC's `train/episode_return` against
 `perf/env_steps`, PPO's `Train/mean_reward` (rsl-rl-lib's mean episode return) against iteration
 times the environment steps per iteration (from the run's `run.json`). Both are returns of the
 same reward when the runs used the same reward weights. Reports the environment steps each took to
 reach a fraction (default 90 %) of PPO's final return, their ratio, and the wall-clock per
-iteration of each; writes a PNG of return against environment steps. Last line: one JSON object.
+iteration of each; a SAC run (its return logged against env steps) is placed beside them the same
+way. Writes a PNG of return against environment steps. Last line: one JSON object.
 """
 
 import glob
@@ -43,6 +44,13 @@ def shac_curve(run_dir):
     return np.interp(iterations, step_its, env_steps), returns, float(np.mean(seconds))
 
 
+def sac_curve(run_dir):
+    """SAC run (logged against env steps): env steps (K,), returns (K,), s per 1,000 steps."""
+    steps, returns = read_scalars(run_dir, 'train/episode_return')
+    rate_steps, rates = read_scalars(run_dir, 'perf/env_steps_per_s')
+    return steps.astype(float), returns, float(1000.0 / np.mean(rates))
+
+
 def ppo_curve(run_dir, steps_per_iteration=None):
     """PPO run: env steps (K,), mean episode returns (K,), seconds per iteration (mean)."""
     if steps_per_iteration is None:
@@ -65,13 +73,13 @@ def steps_to_reach(env_steps, returns, threshold):
     return float(env_steps[hits[0]]) if hits.size else None
 
 
-def compare(shac, ppo, fraction=0.9):
-    """Summary dict from (env_steps, returns, s_per_it) curves of SHAC and PPO."""
+def compare(shac, ppo, fraction=0.9, sac=None):
+    """Summary dict from (env_steps, returns, seconds) curves of SHAC, PPO and maybe SAC."""
     final = float(np.mean(ppo[1][-FINAL_WINDOW:]))
     threshold = fraction * final
     ppo_steps = steps_to_reach(ppo[0], ppo[1], threshold)
     shac_steps = steps_to_reach(shac[0], shac[1], threshold)
-    return {
+    summary = {
         'ppo_final_return': final,
         'fraction': fraction,
         'threshold': threshold,
@@ -84,9 +92,19 @@ def compare(shac, ppo, fraction=0.9):
         'shac_s_per_iteration': shac[2],
         'ppo_s_per_iteration': ppo[2],
     }
+    if sac is not None:
+        sac_steps = steps_to_reach(sac[0], sac[1], threshold)
+        summary.update(
+            sac_env_steps_to_threshold=sac_steps,
+            ppo_over_sac_steps=(ppo_steps / sac_steps) if ppo_steps and sac_steps else None,
+            sac_best_return=float(np.max(sac[1])),
+            sac_env_steps=float(sac[0][-1]),
+            sac_s_per_1000_steps=sac[2],
+        )
+    return summary
 
 
-def plot(shac, ppo, summary, path):
+def plot(shac, ppo, summary, path, sac=None):
     """Write return against environment steps of both runs as a PNG."""
     import matplotlib
 
@@ -96,6 +114,8 @@ def plot(shac, ppo, summary, path):
     fig, axis = plt.subplots(figsize=(8, 4.5))
     axis.plot(ppo[0], ppo[1], label='PPO (rsl-rl-lib)')
     axis.plot(shac[0], shac[1], label='SHAC')
+    if sac is not None:
+        axis.plot(sac[0], sac[1], label='SAC')
     axis.axhline(summary['threshold'], color='k', ls='--', lw=0.8, label='90 % of PPO final')
     axis.set_xscale('log')
     axis.set_xlabel('environment steps')
@@ -111,6 +131,7 @@ def add_arguments(parser):
     """`loco-train compare --shac RUN --ppo RUN [--plot PNG]`."""
     parser.add_argument('--shac', required=True, help='SHAC run directory (TensorBoard logs)')
     parser.add_argument('--ppo', required=True, help='PPO run directory (TensorBoard logs)')
+    parser.add_argument('--sac', default='', help='SAC run directory (optional)')
     parser.add_argument('--fraction', type=float, default=0.9, help='of PPO final return')
     parser.add_argument('--ppo-steps-per-iteration', type=int, default=None)
     parser.add_argument('--plot', default='', help='PNG of return against env steps')
@@ -121,12 +142,13 @@ def run(args):
     try:
         shac = shac_curve(args.shac)
         ppo = ppo_curve(args.ppo, args.ppo_steps_per_iteration)
+        sac = sac_curve(args.sac) if args.sac else None
     except ValueError as error:  # not a run directory, or no steps per iteration: say so
         print(f'loco-train compare: {error}', file=sys.stderr)
         return 2
-    summary = compare(shac, ppo, args.fraction)
+    summary = compare(shac, ppo, args.fraction, sac)
     if args.plot:
-        plot(shac, ppo, summary, args.plot)
+        plot(shac, ppo, summary, args.plot, sac)
         summary['plot'] = os.path.abspath(args.plot)
     for key in (
         'ppo_env_steps_to_threshold',

@@ -356,6 +356,13 @@ def add_arguments(parser) -> None:
         help_text = f'{HELP[flag]} (default {default!r} or the --env preset)'
         parser.add_argument('--' + flag.replace('_', '-'), type=type(default), help=help_text)
     parser.add_argument('--save-replay', action='store_true', help='checkpoint the replay buffer')
+    parser.add_argument(
+        '--reward',
+        action='append',
+        default=[],
+        metavar='NAME=WEIGHT',
+        help='override a reward weight of the anymal env (repeatable), e.g. feet_air_time=2',
+    )
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
 
@@ -382,7 +389,8 @@ def run(args) -> int:
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     try:
-        env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed)
+        extra = {'reward_overrides': args.reward} if getattr(args, 'reward', None) else {}
+        env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed, **extra)
     except ValueError as error:  # unknown or missing environment: say so, exit 2
         print(f'loco-train sac: {error}', file=sys.stderr)
         return 2

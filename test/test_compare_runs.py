@@ -25,6 +25,12 @@ def write_runs(tmp_path):
         writer.add_scalar('perf/env_steps', 500.0 * it, it)
         writer.add_scalar('perf/iteration_s', 2.0, it)
     writer.close()
+    sac = tmp_path / 'sac'
+    writer = SummaryWriter(str(sac))
+    for steps in range(1000, 60_001, 1000):  # SAC logs against env steps: reaches 9 at 45,000
+        writer.add_scalar('train/episode_return', 10.0 * steps / 50_000, steps)
+        writer.add_scalar('perf/env_steps_per_s', 500.0, steps)
+    writer.close()
     return ppo, shac
 
 
@@ -32,6 +38,7 @@ def test_steps_to_ninety_percent_ratio_and_plot(tmp_path, capsys):
     ppo, shac = write_runs(tmp_path)
     png = tmp_path / 'cmp.png'
     argv = ['compare', '--shac', str(shac), '--ppo', str(ppo), '--plot', str(png)]
+    argv += ['--sac', str(tmp_path / 'sac')]
     assert cli.main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary['ppo_final_return'] == pytest.approx(10.0)
@@ -41,6 +48,9 @@ def test_steps_to_ninety_percent_ratio_and_plot(tmp_path, capsys):
     assert summary['ppo_over_shac_steps'] == pytest.approx(73_000 / 9_000)
     assert summary['ppo_s_per_iteration'] == pytest.approx(1.5)
     assert summary['shac_s_per_iteration'] == pytest.approx(2.0)
+    assert summary['sac_env_steps_to_threshold'] == pytest.approx(45_000)
+    assert summary['ppo_over_sac_steps'] == pytest.approx(73_000 / 45_000)
+    assert summary['sac_s_per_1000_steps'] == pytest.approx(2.0)
     assert png.stat().st_size > 10_000
 
 
