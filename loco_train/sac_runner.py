@@ -355,6 +355,15 @@ def add_arguments(parser) -> None:
         default = getattr(owner, name)
         help_text = f'{HELP[flag]} (default {default!r} or the --env preset)'
         parser.add_argument('--' + flag.replace('_', '-'), type=type(default), help=help_text)
+    parser.add_argument(
+        '--hidden',
+        type=lambda text: tuple(int(v) for v in text.split(',')),
+        default=None,
+        help='actor and critic hidden sizes, comma-separated (default: SACConfig or the preset)',
+    )
+    parser.add_argument(
+        '--lr', type=float, default=None, help='actor, critic and temperature learning rate'
+    )
     parser.add_argument('--save-replay', action='store_true', help='checkpoint the replay buffer')
     parser.add_argument(
         '--reward',
@@ -376,6 +385,10 @@ def config_from_args(args) -> RunnerConfig:
     for flag, attr in ARGUMENTS.items():
         if getattr(args, flag) is not None:
             set_option(cfg, attr, getattr(args, flag))
+    if getattr(args, 'hidden', None):
+        cfg.sac.actor_hidden = cfg.sac.critic_hidden = tuple(args.hidden)
+    if getattr(args, 'lr', None):
+        cfg.sac.actor_lr = cfg.sac.critic_lr = cfg.sac.alpha_lr = float(args.lr)
     return cfg
 
 

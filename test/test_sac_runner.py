@@ -174,3 +174,17 @@ def test_nan_from_the_env_never_reaches_buffer_normaliser_or_networks(tmp_path):
     assert torch.isfinite(runner.sac.normalizer.mean).all()
     assert runner.episodes > 0 and np.isfinite(summary['final_return'])
     assert all(torch.isfinite(p).all() for p in runner.sac.actor.parameters())
+
+
+def test_hidden_and_lr_flags_override_the_anymal_preset():
+    import argparse
+
+    from loco_train import sac_runner
+
+    parser = argparse.ArgumentParser()
+    sac_runner.add_arguments(parser)
+    args = parser.parse_args(['--env', 'anymal', '--hidden', '256,128', '--lr', '3e-4'])
+    cfg = sac_runner.config_from_args(args)
+    assert cfg.sac.actor_hidden == cfg.sac.critic_hidden == (256, 128)
+    assert cfg.sac.actor_lr == cfg.sac.critic_lr == cfg.sac.alpha_lr == 3e-4
+    assert cfg.num_envs == sac_runner.PRESETS['anymal']['num_envs']  # the rest of the preset
