@@ -2,9 +2,10 @@
 
 Measured on ANYmal-shaped data (48 observations, 12 actions, the spec's action bounds) for the
 default SACConfig and for the runner's ANYmal preset, each as update() alone and as replay
-sampling (n-step aggregation) plus update(). The other figure of the issue, env-steps to a
-reference return beside rsl-rl-lib PPO, needs full training runs on the ANYmal environment and
-is reported as not measured.
+sampling (n-step aggregation) plus update(). The other figure, env-steps to a reference return
+beside rsl-rl-lib PPO, comes from training runs on the ANYmal environment with the same reward:
+`--sac-run DIR --ppo-run DIR` read their TensorBoard logs (loco_train.compare_runs) and report the
+steps each took to reach `--fraction` of PPO's final return; without them it is not measured.
 """
 
 from dataclasses import replace
@@ -24,6 +25,38 @@ def add_arguments(parser) -> None:
     parser.add_argument('--device', default='cpu', help='torch device')
     parser.add_argument('--threads', type=int, default=1, help='torch threads (0: default)')
     parser.add_argument('--skip-preset', action='store_true', help='only the default config')
+    parser.add_argument('--sac-run', default='', help='`loco-train sac --env anymal` run dir')
+    parser.add_argument('--ppo-run', default='', help='`loco-train ppo` run dir, same reward')
+    parser.add_argument('--fraction', type=float, default=0.9, help='of PPO final return')
+    parser.add_argument('--ppo-steps-per-iteration', type=int, default=None)
+
+
+def reference_return_steps(args) -> dict:
+    """Env steps of SAC and PPO to fraction x PPO's final return, from their run logs."""
+    from loco_train import compare_runs
+
+    if not (args.sac_run and args.ppo_run):
+        return {
+            'sac': None,
+            'ppo': None,
+            'measured': False,
+            'reason': 'not measured: give --sac-run and --ppo-run (training runs on the ANYmal '
+            'environment with the same reward weights)',
+        }
+    ppo = compare_runs.ppo_curve(args.ppo_run, args.ppo_steps_per_iteration)
+    sac = compare_runs.sac_curve(args.sac_run)
+    final = float(compare_runs.np.mean(ppo[1][-compare_runs.FINAL_WINDOW :]))
+    reference = args.fraction * final
+    return {
+        'measured': True,
+        'reference_return': reference,
+        'ppo_final_return': final,
+        'ppo': compare_runs.steps_to_reach(ppo[0], ppo[1], reference),
+        'sac': compare_runs.steps_to_reach(sac[0], sac[1], reference),
+        'sac_best_return': float(sac[1].max()),
+        'sac_env_steps': float(sac[0][-1]),
+        'ppo_env_steps': float(ppo[0][-1]),
+    }
 
 
 def anymal_preset_config() -> SACConfig:
@@ -113,15 +146,7 @@ def run(args) -> int:
         'obs_dim': spec.OBS_DIM,
         'action_dim': spec.ACTION_DIM,
         'cases': cases,
-        'env_steps_to_reference_return': {
-            'sac': None,
-            'ppo': None,
-            'measured': False,
-            'reason': 'not measured: needs full SAC and rsl-rl-lib PPO training runs on the '
-            'ANYmal environment (thousands of envs, GPU scale), beyond a CPU bench; compare '
-            'TensorBoard train/episode_return of `loco-train sac --env anymal` and '
-            '`loco-train ppo` at equal env steps',
-        },
+        'env_steps_to_reference_return': reference_return_steps(args),
     }
     print(json.dumps(result), flush=True)
     return 0

@@ -16,3 +16,17 @@ def test_bench_prints_updates_per_second_as_json_last_line():
     assert result['bench'] == 'sac' and case['config'] == 'default'
     assert case['updates_per_s'] > 0 and case['skipped'] == 0
     assert result['env_steps_to_reference_return']['measured'] is False
+
+
+def test_bench_reports_env_steps_to_the_reference_return_from_run_logs(tmp_path):
+    from test.test_compare_runs import write_runs
+
+    ppo, _ = write_runs(tmp_path)
+    out = io.StringIO()
+    argv = ['bench', 'sac', '--seconds', '0.02', '--skip-preset']
+    argv += ['--sac-run', str(tmp_path / 'sac'), '--ppo-run', str(ppo)]
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    steps = json.loads(out.getvalue().strip().splitlines()[-1])['env_steps_to_reference_return']
+    assert steps['measured'] and abs(steps['reference_return'] - 9.0) < 1e-9
+    assert steps['ppo'] == 73_000 and steps['sac'] == 45_000
