@@ -19,6 +19,9 @@ def atomic_write(path: str, write) -> None:
         prefix='.' + os.path.basename(path) + '.', suffix='.tmp', dir=directory
     )
     try:
+        umask = os.umask(0)  # mkstemp makes the file 0600; give it the mode open() would have
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, 'wb') as handle:
             write(handle)
             handle.flush()

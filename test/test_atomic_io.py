@@ -1,0 +1,32 @@
+"""atomic_write: the old or the new content, never a part, with the mode open() would give."""
+
+import os
+import stat
+
+import pytest
+
+from loco_train.atomic_io import atomic_write
+
+
+def test_written_file_is_readable_by_others_under_the_usual_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / 'policy.onnx'
+        atomic_write(path, lambda handle: handle.write(b'abc'))
+    finally:
+        os.umask(old)
+    assert path.read_bytes() == b'abc'
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # a robot user can read a shipped policy
+
+
+def test_a_failing_writer_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / 'state.pt'
+    path.write_bytes(b'old')
+
+    def fail(handle):
+        handle.write(b'partial')
+        raise RuntimeError('killed mid-write')
+
+    with pytest.raises(RuntimeError):
+        atomic_write(path, fail)
+    assert path.read_bytes() == b'old' and os.listdir(tmp_path) == ['state.pt']
