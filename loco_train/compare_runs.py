@@ -87,6 +87,7 @@ def compare(shac, ppo, fraction=0.9, sac=None):
         'shac_env_steps_to_threshold': shac_steps,
         'ppo_over_shac_steps': (ppo_steps / shac_steps) if ppo_steps and shac_steps else None,
         'shac_best_return': float(np.max(shac[1])),
+        'ppo_return_at_shac_steps': float(np.interp(shac[0][-1], ppo[0], ppo[1])),
         'shac_env_steps': float(shac[0][-1]),
         'ppo_env_steps': float(ppo[0][-1]),
         'shac_s_per_iteration': shac[2],

@@ -48,6 +48,8 @@ def test_steps_to_ninety_percent_ratio_and_plot(tmp_path, capsys):
     assert summary['ppo_over_shac_steps'] == pytest.approx(73_000 / 9_000)
     assert summary['ppo_s_per_iteration'] == pytest.approx(1.5)
     assert summary['shac_s_per_iteration'] == pytest.approx(2.0)
+    # SHAC's last logged step is 20,000: PPO had done 19 iterations (log index 19 -> 20,000)
+    assert summary['ppo_return_at_shac_steps'] == pytest.approx(10.0 * 19 / 80)
     assert summary['sac_env_steps_to_threshold'] == pytest.approx(45_000)
     assert summary['ppo_over_sac_steps'] == pytest.approx(73_000 / 45_000)
     assert summary['sac_s_per_1000_steps'] == pytest.approx(2.0)
