@@ -28,6 +28,9 @@ def add_arguments(parser) -> None:
     parser.add_argument('--sac-run', default='', help='`loco-train sac --env anymal` run dir')
     parser.add_argument('--ppo-run', default='', help='`loco-train ppo` run dir, same reward')
     parser.add_argument('--fraction', type=float, default=0.9, help='of PPO final return')
+    parser.add_argument(
+        '--reference-return', type=float, default=None, help='absolute (overrides --fraction)'
+    )
     parser.add_argument('--ppo-steps-per-iteration', type=int, default=None)
 
 
@@ -46,7 +49,7 @@ def reference_return_steps(args) -> dict:
     ppo = compare_runs.ppo_curve(args.ppo_run, args.ppo_steps_per_iteration)
     sac = compare_runs.sac_curve(args.sac_run)
     final = float(compare_runs.np.mean(ppo[1][-compare_runs.FINAL_WINDOW :]))
-    reference = args.fraction * final
+    reference = args.fraction * final if args.reference_return is None else args.reference_return
     return {
         'measured': True,
         'reference_return': reference,
@@ -55,6 +58,9 @@ def reference_return_steps(args) -> dict:
         'sac': compare_runs.steps_to_reach(sac[0], sac[1], reference),
         'sac_best_return': float(sac[1].max()),
         'sac_env_steps': float(sac[0][-1]),
+        'ppo_return_at_sac_env_steps': float(compare_runs.np.interp(sac[0][-1], ppo[0], ppo[1])),
+        'sac_s_per_1000_env_steps': sac[2],
+        'ppo_s_per_1000_env_steps': 1000.0 * ppo[2] / float(ppo[0][1] - ppo[0][0]),
         'ppo_env_steps': float(ppo[0][-1]),
     }
 
