@@ -74,39 +74,38 @@ def steps_to_reach(env_steps, returns, threshold):
 
 
 def compare(shac, ppo, fraction=0.9, sac=None):
-    """Summary dict from (env_steps, returns, seconds) curves of SHAC, PPO and maybe SAC."""
+    """Summary dict from (env_steps, returns, seconds) curves of PPO and of SHAC and/or SAC."""
     final = float(np.mean(ppo[1][-FINAL_WINDOW:]))
     threshold = fraction * final
     ppo_steps = steps_to_reach(ppo[0], ppo[1], threshold)
-    shac_steps = steps_to_reach(shac[0], shac[1], threshold)
     summary = {
         'ppo_final_return': final,
         'fraction': fraction,
         'threshold': threshold,
         'ppo_env_steps_to_threshold': ppo_steps,
-        'shac_env_steps_to_threshold': shac_steps,
-        'ppo_over_shac_steps': (ppo_steps / shac_steps) if ppo_steps and shac_steps else None,
-        'shac_best_return': float(np.max(shac[1])),
-        'ppo_return_at_shac_steps': float(np.interp(shac[0][-1], ppo[0], ppo[1])),
-        'shac_env_steps': float(shac[0][-1]),
         'ppo_env_steps': float(ppo[0][-1]),
-        'shac_s_per_iteration': shac[2],
         'ppo_s_per_iteration': ppo[2],
     }
+    for name, curve in (('shac', shac), ('sac', sac)):
+        if curve is None:
+            continue
+        steps = steps_to_reach(curve[0], curve[1], threshold)
+        summary.update({
+            f'{name}_env_steps_to_threshold': steps,
+            f'ppo_over_{name}_steps': (ppo_steps / steps) if ppo_steps and steps else None,
+            f'{name}_best_return': float(np.max(curve[1])),
+            f'ppo_return_at_{name}_steps': float(np.interp(curve[0][-1], ppo[0], ppo[1])),
+            f'{name}_env_steps': float(curve[0][-1]),
+        })  # fmt: skip
+    if shac is not None:
+        summary['shac_s_per_iteration'] = shac[2]
     if sac is not None:
-        sac_steps = steps_to_reach(sac[0], sac[1], threshold)
-        summary.update(
-            sac_env_steps_to_threshold=sac_steps,
-            ppo_over_sac_steps=(ppo_steps / sac_steps) if ppo_steps and sac_steps else None,
-            sac_best_return=float(np.max(sac[1])),
-            sac_env_steps=float(sac[0][-1]),
-            sac_s_per_1000_steps=sac[2],
-        )
+        summary['sac_s_per_1000_steps'] = sac[2]
     return summary
 
 
 def plot(shac, ppo, summary, path, sac=None):
-    """Write return against environment steps of both runs as a PNG."""
+    """Write return against environment steps of the runs as a PNG."""
     import matplotlib
 
     matplotlib.use('Agg')
@@ -114,9 +113,9 @@ def plot(shac, ppo, summary, path, sac=None):
 
     fig, axis = plt.subplots(figsize=(8, 4.5))
     axis.plot(ppo[0], ppo[1], label='PPO (rsl-rl-lib)')
-    axis.plot(shac[0], shac[1], label='SHAC')
-    if sac is not None:
-        axis.plot(sac[0], sac[1], label='SAC')
+    for name, curve in (('SHAC', shac), ('SAC', sac)):
+        if curve is not None:
+            axis.plot(curve[0], curve[1], label=name)
     axis.axhline(summary['threshold'], color='k', ls='--', lw=0.8, label='90 % of PPO final')
     axis.set_xscale('log')
     axis.set_xlabel('environment steps')
@@ -129,8 +128,8 @@ def plot(shac, ppo, summary, path, sac=None):
 
 
 def add_arguments(parser):
-    """`loco-train compare --shac RUN --ppo RUN [--plot PNG]`."""
-    parser.add_argument('--shac', required=True, help='SHAC run directory (TensorBoard logs)')
+    """`loco-train compare --ppo RUN [--shac RUN] [--sac RUN] [--plot PNG]`."""
+    parser.add_argument('--shac', default='', help='SHAC run directory (TensorBoard logs)')
     parser.add_argument('--ppo', required=True, help='PPO run directory (TensorBoard logs)')
     parser.add_argument('--sac', default='', help='SAC run directory (optional)')
     parser.add_argument('--fraction', type=float, default=0.9, help='of PPO final return')
@@ -140,8 +139,11 @@ def add_arguments(parser):
 
 def run(args):
     """Compare the runs; print a short table and one JSON line."""
+    if not (args.shac or args.sac):
+        print('loco-train compare: give --shac and/or --sac beside --ppo', file=sys.stderr)
+        return 2
     try:
-        shac = shac_curve(args.shac)
+        shac = shac_curve(args.shac) if args.shac else None
         ppo = ppo_curve(args.ppo, args.ppo_steps_per_iteration)
         sac = sac_curve(args.sac) if args.sac else None
     except ValueError as error:  # not a run directory, or no steps per iteration: say so
@@ -151,11 +153,8 @@ def run(args):
     if args.plot:
         plot(shac, ppo, summary, args.plot, sac)
         summary['plot'] = os.path.abspath(args.plot)
-    for key in (
-        'ppo_env_steps_to_threshold',
-        'shac_env_steps_to_threshold',
-        'ppo_over_shac_steps',
-    ):
-        print(f'{key:<30} {summary[key]}')
+    for key, value in summary.items():
+        if 'steps' in key:
+            print(f'{key:<30} {value}')
     print(json.dumps(summary))
     return 0

@@ -60,3 +60,12 @@ def test_a_directory_without_logs_is_refused_naming_it(tmp_path, capsys):
     ppo, _ = write_runs(tmp_path)
     assert cli.main(['compare', '--shac', str(tmp_path), '--ppo', str(ppo)]) == 2
     assert "no 'train/episode_return' scalars" in capsys.readouterr().err
+
+
+def test_sac_alone_beside_ppo(tmp_path, capsys):
+    ppo, _ = write_runs(tmp_path)
+    assert cli.main(['compare', '--sac', str(tmp_path / 'sac'), '--ppo', str(ppo)]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary['sac_env_steps_to_threshold'] == pytest.approx(45_000)
+    assert 'shac_env_steps_to_threshold' not in summary
+    assert cli.main(['compare', '--ppo', str(ppo)]) == 2  # nothing to compare with
