@@ -163,10 +163,7 @@ def test_walks_forward_with_the_shipped_policy(graph):
     assert min(z for z, _ in late) > 0.35  # upright all along
 
 
-STALE_PERIODS = 5.0
-
-
-def test_watchdog_damps_within_its_limit_and_latches_until_reset(graph):
+def test_watchdog_damps_within_three_periods_and_latches_until_reset(graph):
     from sensor_msgs.msg import JointState
 
     last_state = []
@@ -174,26 +171,34 @@ def test_watchdog_damps_within_its_limit_and_latches_until_reset(graph):
         JointState, '/joint_states', lambda m: last_state.append(time.monotonic()), 10
     )
     graph.start('sim_robot')
-    # 5 periods (100 ms), not the default 3: a loaded machine stalls sim_robot past 60 ms now
-    # and then, which would latch DAMP before the test silences it on purpose
-    graph.start('policy_node', "policy:=''", f'stale_periods:={STALE_PERIODS}')
+    graph.start('policy_node', "policy:=''")  # the default watchdog: 3 periods (60 ms)
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
-    ok, message = probe.call('/policy_node/start')
-    assert ok, message
-    probe.spin(0.3)
+    for _ in range(3):
+        ok, message = probe.call('/policy_node/start')
+        probe.spin(0.3)
+        if ok and probe.status['mode'] != 'DAMP':
+            break
+        # a loaded machine stalled sim_robot past 60 ms before the test silenced it: a real
+        # watchdog trip, but not the one under test; reset and start again
+        probe.call('/policy_node/reset')
+        probe.spin(0.2)
+    assert ok and probe.status['mode'] != 'DAMP', (message, probe.status)
+    mark = len(probe.commands)
     assert probe.set_bool('sim_robot', 'publishing', False)
     assert wait_mode(probe, 'DAMP', 2.0), probe.status
     assert 'watchdog: stale /joint_states' in probe.status['fault']
     probe.spin(0.3)
-    first_damp = next(i for i, c in enumerate(probe.commands) if c[0] == 'DAMP')
+    first_damp = next(
+        i for i in range(mark, len(probe.commands)) if probe.commands[i][0] == 'DAMP'
+    )
     damp = probe.commands[first_damp:]
     assert all(c[2][12:] == [0.0] * 12 and min(c[3][12:]) > 0 for c in damp)  # kp 0, kd > 0
     damp_at = probe.commands[first_damp][5]
     silent_from = max(t for t in last_state if t < damp_at)
-    # the limit, checked every period (+20 ms), plus DDS delivery and scheduling delays of a
-    # loaded 2-core machine (the controller test holds the exact bound)
-    assert damp_at - silent_from < (STALE_PERIODS + 1) * spec.CONTROL_DT + 0.08
+    # limit 3 periods (60 ms), checked every period (+20 ms), plus DDS delivery and scheduling
+    # delays of a loaded 2-core machine (the controller test holds the exact bound)
+    assert damp_at - silent_from < 3 * spec.CONTROL_DT + spec.CONTROL_DT + 0.08
     ok, message = probe.call('/policy_node/reset')
     assert not ok and 'reset refused: inputs still faulty' in message, graph.log('policy_node')
     assert probe.set_bool('sim_robot', 'publishing', True)
