@@ -80,7 +80,8 @@ def run(args, work, tick_source):
         policy = write_random_policy(os.path.join(work, 'bench.onnx'), hidden, weight_scale=0.01)
     stats_file = os.path.join(work, 'stats.json')
     log = open(os.path.join(work, 'nodes.log'), 'wb')
-    sim = start('sim_robot', [], env, log)
+    # the simulated robot's driver runs at the same priority, as a robot's state publisher does
+    sim = start('sim_robot', [f'realtime_priority:={args.rt_priority}'], env, log)
     node_proc = start(
         'policy_node',
         [

@@ -18,6 +18,7 @@ from std_srvs.srv import Trigger
 
 from loco_policy import joint_command, spec
 from loco_policy.nodes import run_node
+from loco_policy.realtime import set_realtime_priority
 from loco_policy.sim_backends import make_backend, Perturbation, SimBackendError
 
 MAX_CATCH_UP_STEPS = 20
@@ -38,7 +39,9 @@ class SimRobot(Node):
         self.declare_parameter('latency', 0.0)  # s, command arrival -> use
         self.declare_parameter('command_timeout', 0.5)  # s without commands -> damping only
         self.declare_parameter('publishing', True)  # false: sensors silent (watchdog tests)
+        self.declare_parameter('realtime_priority', 0)  # SCHED_FIFO 1-99, as a robot's driver
         get = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.get_logger().info(set_realtime_priority(int(get('realtime_priority'))))
         self.perturbation = Perturbation(
             float(get('payload')), float(get('friction')), float(get('gain_scale')),
             float(get('latency')),
