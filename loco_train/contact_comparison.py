@@ -16,6 +16,7 @@ import time
 import numpy as np
 import torch
 
+from loco_train.envs.rewards import add_override_argument
 from loco_train.shac import SHACConfig
 from loco_train.shac_runner import ShacRunConfig, ShacRunner
 from loco_train.vec_env import make_env
@@ -76,7 +77,7 @@ def main(argv=None):
     parser.add_argument('--horizon', type=int, default=32)
     parser.add_argument('--actor-lr', type=float, default=5e-4)
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--reward', action='append', default=[], metavar='NAME=WEIGHT')
+    add_override_argument(parser)
     parser.add_argument('--models', default=','.join(MODELS))
     parser.add_argument('--out', default=os.path.join('runs', 'contact_comparison'))
     args = parser.parse_args(argv)

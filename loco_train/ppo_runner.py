@@ -9,6 +9,8 @@ import time
 import numpy as np
 import torch
 
+from loco_train.envs.rewards import add_override_argument
+
 
 @dataclass
 class PpoRunConfig:
@@ -128,13 +130,7 @@ def add_arguments(parser):
         default=PpoRunConfig.hidden,
         help='actor and critic hidden sizes, comma-separated (default 512,256,128)',
     )
-    parser.add_argument(
-        '--reward',
-        action='append',
-        default=[],
-        metavar='NAME=WEIGHT',
-        help='override a reward weight of the anymal env (repeatable), e.g. feet_air_time=2',
-    )
+    add_override_argument(parser)
 
 
 def run(args):

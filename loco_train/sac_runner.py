@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from loco_train.atomic_io import atomic_torch_save, torch_load
+from loco_train.envs.rewards import add_override_argument
 from loco_train.export import POLICY_KEY, policy_payload
 from loco_train.sac import bounds_from_box, ReplayBuffer, SAC, SACConfig
 
@@ -365,13 +366,7 @@ def add_arguments(parser) -> None:
         '--lr', type=float, default=None, help='actor, critic and temperature learning rate'
     )
     parser.add_argument('--save-replay', action='store_true', help='checkpoint the replay buffer')
-    parser.add_argument(
-        '--reward',
-        action='append',
-        default=[],
-        metavar='NAME=WEIGHT',
-        help='override a reward weight of the anymal env (repeatable), e.g. feet_air_time=2',
-    )
+    add_override_argument(parser)
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
 

@@ -18,6 +18,7 @@ import torch
 from tqdm import tqdm
 
 from loco_train.atomic_io import atomic_torch_save, torch_load
+from loco_train.envs.rewards import add_override_argument
 from loco_train.export import policy_payload
 from loco_train.sac.actor import bounds_from_box
 from loco_train.shac import SHAC, SHACConfig
@@ -224,13 +225,7 @@ def add_arguments(parser):
         help="clip each step's state-adjoint rows to this many times their median norm; 0 off"
         ' (default %(default)s)',
     )
-    parser.add_argument(
-        '--reward',
-        action='append',
-        default=[],
-        metavar='NAME=WEIGHT',
-        help='override a reward weight of the anymal env (repeatable), e.g. foot_height=0',
-    )
+    add_override_argument(parser)
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
 

@@ -175,6 +175,17 @@ TERMS = {
 assert set(TERMS) <= {f.name for f in fields(RewardConfig)}
 
 
+def add_override_argument(parser):
+    """Add the trainers' repeatable `--reward NAME=WEIGHT` option (parsed by parse_overrides)."""
+    parser.add_argument(
+        '--reward',
+        action='append',
+        default=[],
+        metavar='NAME=WEIGHT',
+        help='override a RewardConfig field of the anymal env (repeatable), e.g. feet_air_time=2',
+    )
+
+
 def parse_overrides(items):
     """RewardConfig keyword overrides from 'name=value' strings (e.g. --reward foot_height=0).
 
