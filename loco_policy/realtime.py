@@ -4,7 +4,10 @@ import os
 
 
 def set_realtime_priority(priority):
-    """Put this process under SCHED_FIFO at priority (1-99); return a message saying what happened.
+    """Put the calling thread under SCHED_FIFO at priority (1-99); return what happened.
+
+    The calling thread is the node's main thread, where rclpy's executor runs every callback;
+    middleware threads created before the call keep normal scheduling.
 
     Needs root or CAP_SYS_NICE (on a robot PC: an rtprio limit in /etc/security/limits.conf).
     Priority 0 leaves normal scheduling.

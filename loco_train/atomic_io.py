@@ -1,7 +1,7 @@
 """Files that survive a kill mid-write: write a temporary file beside the target, then rename."""
 
 import os
-import tempfile
+import secrets
 
 import torch
 
@@ -15,13 +15,10 @@ def atomic_write(path: str, write) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     # Same directory, so os.replace is a rename on one file system (atomic on POSIX).
-    fd, tmp = tempfile.mkstemp(
-        prefix='.' + os.path.basename(path) + '.', suffix='.tmp', dir=directory
-    )
+    # a fresh name, created exclusively with the mode open() gives (0666 less the umask)
+    tmp = os.path.join(directory, f'.{os.path.basename(path)}.{secrets.token_hex(8)}.tmp')
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        umask = os.umask(0)  # mkstemp makes the file 0600; give it the mode open() would have
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, 'wb') as handle:
             write(handle)
             handle.flush()

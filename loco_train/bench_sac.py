@@ -46,9 +46,14 @@ def reference_return_steps(args) -> dict:
             'reason': 'not measured: give --sac-run and --ppo-run (training runs on the ANYmal '
             'environment with the same reward weights)',
         }
-    ppo = compare_runs.ppo_curve(args.ppo_run, args.ppo_steps_per_iteration)
-    sac = compare_runs.sac_curve(args.sac_run)
+    try:
+        ppo = compare_runs.ppo_curve(args.ppo_run, args.ppo_steps_per_iteration)
+        sac = compare_runs.sac_curve(args.sac_run)
+    except ValueError as error:  # not a run directory: say so in the result
+        return {'sac': None, 'ppo': None, 'measured': False, 'reason': str(error)}
     final = float(compare_runs.np.mean(ppo[1][-compare_runs.FINAL_WINDOW :]))
+    steps = ppo[0]  # (iteration + 1) x steps per iteration, at each logged iteration
+    steps_per_iteration = float(steps[0] if len(steps) < 2 else compare_runs.np.diff(steps).min())
     reference = args.fraction * final if args.reference_return is None else args.reference_return
     return {
         'measured': True,
@@ -60,7 +65,7 @@ def reference_return_steps(args) -> dict:
         'sac_env_steps': float(sac[0][-1]),
         'ppo_return_at_sac_env_steps': float(compare_runs.np.interp(sac[0][-1], ppo[0], ppo[1])),
         'sac_s_per_1000_env_steps': sac[2],
-        'ppo_s_per_1000_env_steps': 1000.0 * ppo[2] / float(ppo[0][1] - ppo[0][0]),
+        'ppo_s_per_1000_env_steps': 1000.0 * ppo[2] / steps_per_iteration,
         'ppo_env_steps': float(ppo[0][-1]),
     }
 

@@ -76,6 +76,8 @@ def steps_to_reach(env_steps, returns, threshold):
 def compare(shac, ppo, fraction=0.9, sac=None):
     """Summary dict from (env_steps, returns, seconds) curves of PPO and of SHAC and/or SAC."""
     final = float(np.mean(ppo[1][-FINAL_WINDOW:]))
+    if final <= 0.0:
+        raise ValueError(f'PPO final return {final:.3g} <= 0: a fraction of it is no target')
     threshold = fraction * final
     ppo_steps = steps_to_reach(ppo[0], ppo[1], threshold)
     summary = {
@@ -149,7 +151,11 @@ def run(args):
     except ValueError as error:  # not a run directory, or no steps per iteration: say so
         print(f'loco-train compare: {error}', file=sys.stderr)
         return 2
-    summary = compare(shac, ppo, args.fraction, sac)
+    try:
+        summary = compare(shac, ppo, args.fraction, sac)
+    except ValueError as error:
+        print(f'loco-train compare: {error}', file=sys.stderr)
+        return 2
     if args.plot:
         plot(shac, ppo, summary, args.plot, sac)
         summary['plot'] = os.path.abspath(args.plot)

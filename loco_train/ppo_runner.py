@@ -94,6 +94,7 @@ def train(env, cfg, iterations=None):
     runner = OnPolicyRunner(wrapped, train_cfg(cfg), log_dir=run_dir, device=cfg.device)
     if cfg.resume:
         runner.load(cfg.resume, map_location=cfg.device)
+        runner.current_learning_iteration += 1  # model_<it> holds the weights after update it
     first = runner.current_learning_iteration
     start = time.time()
     runner.learn(cfg.iterations if iterations is None else iterations)

@@ -116,6 +116,10 @@ def make_env(
 ) -> VecEnv:
     """Build 'gymnasium:<ID>' (any Box-action id) or 'anymal' (env_kwargs: its config)."""
     if name.startswith('gymnasium:'):
+        if env_kwargs:
+            raise ValueError(
+                f'{sorted(env_kwargs)} apply to the anymal environment only, not {name}'
+            )
         return GymnasiumVecEnv(name.split(':', 1)[1], num_envs, device, seed)
     if name == 'anymal':
         try:

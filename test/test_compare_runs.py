@@ -69,3 +69,20 @@ def test_sac_alone_beside_ppo(tmp_path, capsys):
     assert summary['sac_env_steps_to_threshold'] == pytest.approx(45_000)
     assert 'shac_env_steps_to_threshold' not in summary
     assert cli.main(['compare', '--ppo', str(ppo)]) == 2  # nothing to compare with
+
+
+def test_a_non_positive_ppo_return_is_no_target(tmp_path, capsys):
+    from torch.utils.tensorboard import SummaryWriter
+
+    ppo, _ = write_runs(tmp_path)
+    bad = tmp_path / 'bad_ppo'
+    bad.mkdir()
+    (bad / 'run.json').write_text((ppo / 'run.json').read_text())
+    writer = SummaryWriter(str(bad))
+    for it in range(20):
+        writer.add_scalar('Train/mean_reward', -5.0, it)
+        writer.add_scalar('Perf/collection_time', 1.0, it)
+        writer.add_scalar('Perf/learning_time', 0.5, it)
+    writer.close()
+    assert cli.main(['compare', '--sac', str(tmp_path / 'sac'), '--ppo', str(bad)]) == 2
+    assert 'no target' in capsys.readouterr().err

@@ -117,3 +117,11 @@ def test_overrides_parse_names_and_refuse_unknown_or_non_finite():
     for bad in ('nonsense=1', 'foot_height', 'foot_height=nan', 'torque=abc'):
         with pytest.raises(ValueError, match='reward override'):
             parse_overrides([bad])
+
+
+def test_shape_parameters_must_stay_positive():
+    from loco_train.envs.rewards import parse_overrides
+
+    with pytest.raises(ValueError, match='tracking_sigma must be positive'):
+        parse_overrides(['tracking_sigma=0'])
+    assert parse_overrides(['torque=0']) == {'torque': 0.0}  # a weight of 0 turns a term off

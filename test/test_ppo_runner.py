@@ -37,5 +37,5 @@ def test_resume_continues_from_an_rsl_rl_checkpoint(tmp_path):
     cfg.resume, cfg.log_dir = str(saved), str(tmp_path / 'b')
     runner, summary = train(PointMassEnv(num_envs=8, episode_steps=20, seed=2), cfg, iterations=3)
     start = int(saved.stem.split('_')[1])
-    assert runner.current_learning_iteration == start + 2  # 3 more iterations after `start`
-    assert summary['iterations'] == start + 3
+    assert runner.current_learning_iteration == start + 3  # updates start+1 .. start+3
+    assert summary['iterations'] == start + 4

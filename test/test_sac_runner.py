@@ -188,3 +188,10 @@ def test_hidden_and_lr_flags_override_the_anymal_preset():
     assert cfg.sac.actor_hidden == cfg.sac.critic_hidden == (256, 128)
     assert cfg.sac.actor_lr == cfg.sac.critic_lr == cfg.sac.alpha_lr == 3e-4
     assert cfg.num_envs == sac_runner.PRESETS['anymal']['num_envs']  # the rest of the preset
+
+
+def test_env_options_are_refused_for_a_gymnasium_env():
+    from loco_train.vec_env import make_env
+
+    with pytest.raises(ValueError, match='anymal environment only'):
+        make_env('gymnasium:Pendulum-v1', 1, reward_overrides=['torque=0'])

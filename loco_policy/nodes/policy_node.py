@@ -89,6 +89,8 @@ class PolicyNode(Node):
             raise ValueError(f'tick_source {p["tick_source"]!r} is not one of {TICK_SOURCES}')
         self.tick_on_state = p['tick_source'] == 'joint_states'
         self.schedule = TickSchedule(spec.CONTROL_DT)
+        self.due = None  # monotonic s of the /joint_states that made a tick due, until it runs
+        self.arrivals = {}  # input name -> monotonic s of its last accepted message
         config = ControllerConfig(
             **{k: float(p[k]) for k in vars(defaults) if k in p and k != 'control_dt'}
         )
@@ -140,6 +142,24 @@ class PolicyNode(Node):
         )
         self._log_rejection(error)
         if self.tick_on_state and self.schedule.on_state(time.monotonic()):
+            self.due = time.monotonic()
+        self._arrived('joint_states', error)
+
+    def _arrived(self, name, error):
+        """Run a due tick once /imu and /odom of the same robot cycle have arrived too.
+
+        The robot publishes /joint_states, /imu and /odom each cycle in some order; an input
+        counts for the cycle when it arrived at most half a state period before the state that
+        made the tick due, so the observation never mixes this cycle's joints with the last
+        cycle's base state. A lost or rejected input leaves the tick to the fallback check.
+        """
+        if error:
+            return
+        self.arrivals[name] = time.monotonic()
+        if not self.tick_on_state or self.due is None:
+            return
+        since = self.due - 0.5 * (self.schedule.state_period or 0.0)
+        if all(self.arrivals.get(k, -1.0) >= since for k in ('imu', 'odom')):
             self.on_tick()
 
     def on_fallback_check(self):
@@ -152,11 +172,14 @@ class PolicyNode(Node):
         o, w = msg.orientation, msg.angular_velocity
         error = self.controller.on_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z), time.monotonic())
         self._log_rejection(error)
+        self._arrived('imu', error)
 
     def on_odom(self, msg):
         """Feed an /odom message (twist in the base frame) to the controller."""
         v = msg.twist.twist.linear
-        self._log_rejection(self.controller.on_odom((v.x, v.y, v.z), time.monotonic()))
+        error = self.controller.on_odom((v.x, v.y, v.z), time.monotonic())
+        self._log_rejection(error)
+        self._arrived('odom', error)
 
     def on_cmd_vel(self, msg):
         """Feed a /cmd_vel command to the controller (clipped to the command ranges)."""
@@ -220,6 +243,7 @@ class PolicyNode(Node):
         """Step the controller, publish command and transitions."""
         start = time.perf_counter()
         self.schedule.ticked(time.monotonic())
+        self.due = None
         self.stats.tick(time.monotonic())
         tick = self.controller.step(time.monotonic(), defer_row=True)
         msg = JointState()

@@ -175,6 +175,10 @@ TERMS = {
 assert set(TERMS) <= {f.name for f in fields(RewardConfig)}
 
 
+POSITIVE_FIELDS = ('tracking_sigma', 'swing_height', 'gait_period', 'foot_height_sigma')
+"""RewardConfig shape parameters (not weights): a kernel width or period of 0 divides by 0."""
+
+
 def add_override_argument(parser):
     """Add the trainers' repeatable `--reward NAME=WEIGHT` option (parsed by parse_overrides)."""
     parser.add_argument(
@@ -206,6 +210,8 @@ def parse_overrides(items):
             number = float('nan')
         if not math.isfinite(number):
             raise ValueError(f'reward override {item!r}: {value!r} is not a finite number')
+        if name in POSITIVE_FIELDS and number <= 0.0:
+            raise ValueError(f'reward override {item!r}: {name} must be positive')
         out[name] = number
     return out
 
