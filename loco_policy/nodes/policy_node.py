@@ -35,7 +35,7 @@ TICK_SOURCES = ('joint_states', 'timer')
 SHIPPED_POLICY = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'policies', 'anymal_c_walk.onnx'
 )
-"""The policy file shipped with the package (absent until a trained policy is committed)."""
+"""The shipped policy file (policies/README.md says how it was trained)."""
 
 
 def load_policy(path, allow_untrained=False):
