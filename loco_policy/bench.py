@@ -81,7 +81,10 @@ def run(args, work, tick_source):
     stats_file = os.path.join(work, 'stats.json')
     log = open(os.path.join(work, 'nodes.log'), 'wb')
     # the simulated robot's driver runs at the same priority, as a robot's state publisher does
-    sim = start('sim_robot', [f'realtime_priority:={args.rt_priority}'], env, log)
+    sim_cpus, policy_cpus = args.pin.split(':') if args.pin else ('', '')
+    tuning = [f'realtime_priority:={args.rt_priority}', f'cpu_dma_latency:={args.dma_latency}']
+    pin = lambda cpus: [f'cpu_affinity:={cpus}'] if cpus else []  # noqa: E731
+    sim = start('sim_robot', [*tuning, *pin(sim_cpus)], env, log)
     node_proc = start(
         'policy_node',
         [
@@ -89,8 +92,9 @@ def run(args, work, tick_source):
             'allow_untrained:=true',
             f'stats_file:={stats_file}',
             'stand_duration:=1.0',
-            f'realtime_priority:={args.rt_priority}',
             f'tick_source:={tick_source}',
+            *pin(policy_cpus),
+            *tuning,
         ],
         env,
         log,
@@ -111,7 +115,9 @@ def run(args, work, tick_source):
                 executor.spin_once(timeout_sec=0.2)
             steps.append(message)
             if not ok:
-                raise RuntimeError(f'{name} refused: {message}')
+                with open(os.path.join(work, 'nodes.log'), errors='replace') as handle:
+                    tail = handle.read()[-2000:]
+                raise RuntimeError(f'{name} refused: {message}; node log ends:\n{tail}')
             end = time.monotonic() + wait
             while time.monotonic() < end:
                 executor.spin_once(timeout_sec=0.05)
@@ -141,6 +147,8 @@ def summarize(stats, cpu, policy, steps, args, tick_source):
         'bench': 'deploy_policy_loop',
         'seconds_in_walk': args.seconds,
         'realtime_priority': args.rt_priority,
+        'cpu_affinity_sim_policy': args.pin,
+        'cpu_dma_latency_us': args.dma_latency,
         'tick_source': tick_source,
         'policy': policy,
         'policy_algorithm': (stats.get('policy') or {}).get('provenance', {}).get('algorithm'),
@@ -177,7 +185,18 @@ def main(argv=None):
     parser.add_argument(
         '--rt-priority', type=int, default=0, help="policy_node's realtime_priority (SCHED_FIFO)"
     )
+    parser.add_argument(
+        '--pin', default='', help="CPUs of sim_robot and policy_node, e.g. '0:1' (default: free)"
+    )
+    parser.add_argument(
+        '--dma-latency',
+        type=int,
+        default=-1,
+        help='hold /dev/cpu_dma_latency at this many us in both nodes (default: leave it)',
+    )
     args = parser.parse_args(argv)
+    if args.pin and args.pin.count(':') != 1:
+        parser.error("--pin takes SIM_CPUS:POLICY_CPUS, e.g. '0:1'")
     runs = {}
     for tick_source in ('joint_states', 'timer'):  # the second is the baseline
         with tempfile.TemporaryDirectory(prefix='loco_bench_') as work:

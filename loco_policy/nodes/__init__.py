@@ -2,9 +2,13 @@
 
 import sys
 
+from rcl_interfaces.msg import ParameterDescriptor
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException
+
+ANY_TYPE = ParameterDescriptor(dynamic_typing=True)
+"""Descriptor of a parameter that takes '1' or 1 alike (the command line types bare digits)."""
 
 
 def run_node(name, factory, refused=(), on_exit=None, args=None):

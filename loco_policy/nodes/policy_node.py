@@ -23,10 +23,10 @@ from std_srvs.srv import Trigger
 from loco_policy import joint_command, spec, transition
 from loco_policy.controller import Controller, ControllerConfig
 from loco_policy.loop_stats import LoopStats
-from loco_policy.nodes import run_node
+from loco_policy.nodes import ANY_TYPE, run_node
 from loco_policy.policy_file import OnnxPolicy, PolicyFileError
 from loco_policy.random_policy import ALGORITHM as UNTRAINED
-from loco_policy.realtime import set_realtime_priority
+from loco_policy.realtime import hold_cpu_dma_latency, set_cpu_affinity, set_realtime_priority
 from loco_policy.tick_schedule import TickSchedule
 
 TICK_SOURCES = ('joint_states', 'timer')
@@ -74,6 +74,8 @@ class PolicyNode(Node):
         self.declare_parameter('stats_file', '')  # run summary JSON written at shutdown
         self.declare_parameter('realtime_priority', 0)  # SCHED_FIFO 1-99; 0 = normal
         self.declare_parameter('tick_source', TICK_SOURCES[0])
+        self.declare_parameter('cpu_affinity', '', ANY_TYPE)  # e.g. '1': pin the node to CPU 1
+        self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
         names = [
             *vars(defaults),
             'policy',
@@ -83,6 +85,8 @@ class PolicyNode(Node):
             'realtime_priority',
             'allow_untrained',
             'tick_source',
+            'cpu_affinity',
+            'cpu_dma_latency',
         ]
         p = {n: self.get_parameter(n).value for n in names if self.has_parameter(n)}
         if p['tick_source'] not in TICK_SOURCES:
@@ -95,6 +99,7 @@ class PolicyNode(Node):
             **{k: float(p[k]) for k in vars(defaults) if k in p and k != 'control_dt'}
         )
         self.get_logger().info(set_realtime_priority(int(p['realtime_priority'])))
+        self.get_logger().info(hold_cpu_dma_latency(int(p['cpu_dma_latency'])))
         policy, reason = load_policy(p['policy'], bool(p['allow_untrained']))
         if policy is None:
             self.get_logger().warning(f'policy: {reason}')
@@ -110,6 +115,8 @@ class PolicyNode(Node):
         self._create_interfaces(float(p['diagnostics_period']))
         self._last_status = None
         self.publish_status(force=True)
+        # last: every middleware thread exists now
+        self.get_logger().info(set_cpu_affinity(str(p['cpu_affinity'])))
 
     def _create_interfaces(self, diagnostics_period):
         """Create the subscriptions, publishers, services and timers."""

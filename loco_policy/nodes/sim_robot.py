@@ -17,8 +17,8 @@ from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger
 
 from loco_policy import joint_command, spec
-from loco_policy.nodes import run_node
-from loco_policy.realtime import set_realtime_priority
+from loco_policy.nodes import ANY_TYPE, run_node
+from loco_policy.realtime import hold_cpu_dma_latency, set_cpu_affinity, set_realtime_priority
 from loco_policy.sim_backends import make_backend, Perturbation, SimBackendError
 
 MAX_CATCH_UP_STEPS = 20
@@ -40,8 +40,12 @@ class SimRobot(Node):
         self.declare_parameter('command_timeout', 0.5)  # s without commands -> damping only
         self.declare_parameter('publishing', True)  # false: sensors silent (watchdog tests)
         self.declare_parameter('realtime_priority', 0)  # SCHED_FIFO 1-99, as a robot's driver
+        self.declare_parameter('publish_lead', 0.001)  # s woken early to publish on the clock
+        self.declare_parameter('cpu_affinity', '', ANY_TYPE)  # e.g. '0': pin the node to CPU 0
+        self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
         get = lambda name: self.get_parameter(name).value  # noqa: E731
         self.get_logger().info(set_realtime_priority(int(get('realtime_priority'))))
+        self.get_logger().info(hold_cpu_dma_latency(int(get('cpu_dma_latency'))))
         self.perturbation = Perturbation(
             float(get('payload')), float(get('friction')), float(get('gain_scale')),
             float(get('latency')),
@@ -49,6 +53,8 @@ class SimRobot(Node):
         self.backend = make_backend(get('backend'), self.perturbation)
         self.command_timeout = float(get('command_timeout'))
         self.publishing = bool(get('publishing'))
+        self.period = 1.0 / float(get('publish_rate'))  # s
+        self.lead = min(max(0.0, float(get('publish_lead'))), 0.5 * self.period)  # s
         self.add_on_set_parameters_callback(self._on_parameters)
         self.pending = deque()  # (due monotonic time s, JointCommand)
         self.command, self.command_time = None, None
@@ -59,11 +65,14 @@ class SimRobot(Node):
         self.create_subscription(JointState, '/joint_command', self.on_command, 10)
         self.create_service(Trigger, '~/reset', self.on_reset)
         self.start_wall, self.steps = time.monotonic(), 0
-        self.create_timer(1.0 / float(get('publish_rate')), self.on_tick)
+        self.timer_origin = time.monotonic()
+        self.create_timer(self.period, self.on_tick)
         self.get_logger().info(
             f'sim_robot: backend {get("backend")}, physics dt {self.backend.dt} s, '
             f'publishing at {get("publish_rate")} Hz, {self.perturbation}'
         )
+        # last: every middleware thread exists now
+        self.get_logger().info(set_cpu_affinity(str(get('cpu_affinity'))))
 
     def _on_parameters(self, parameters):
         """Allow switching `publishing` at run time (the watchdog test silences the robot)."""
@@ -105,8 +114,17 @@ class SimRobot(Node):
         return self.command
 
     def on_tick(self):
-        """Step physics up to the wall clock, then publish the sensors."""
-        now = time.monotonic()
+        """Step physics up to this cycle's publish time, then publish the sensors on it.
+
+        The timer wakes publish_lead before the publish time (one period grid, as a robot's
+        driver clock); stepping and building the messages happen in the lead and the messages
+        leave at the publish time (a short busy wait), so the stream's period does not carry the
+        wake-up delay and the physics cost. A late wake-up publishes at once.
+        """
+        awake = time.monotonic()
+        cycles = np.floor((awake - self.timer_origin) / self.period)  # the grid point woken for
+        publish_at = self.timer_origin + cycles * self.period + self.lead
+        now = max(awake, publish_at)  # the physics runs up to the publish time
         due = int((now - self.start_wall) / self.backend.dt) - self.steps
         if due > MAX_CATCH_UP_STEPS:  # fell behind: drop the backlog, stay real time
             self.start_wall += (due - MAX_CATCH_UP_STEPS) * self.backend.dt
@@ -118,31 +136,27 @@ class SimRobot(Node):
         if self.publishing:
             state = self.backend.state()
             if all(np.all(np.isfinite(v)) for v in vars(state).values()):
-                self.publish(state)
+                self.publish(state, publish_at)
             else:  # say so and stay silent: the policy node's watchdog takes over
                 self.get_logger().error(
                     'simulation state is not finite', throttle_duration_sec=1.0
                 )
 
-    def publish(self, state):
-        """Publish /joint_states, /imu and /odom for one RobotState."""
-        stamp = self.get_clock().now().to_msg()
+    def publish(self, state, publish_at=0.0):
+        """Publish /joint_states, /imu and /odom for one RobotState, not before publish_at (s)."""
         joints = JointState()
-        joints.header.stamp = stamp
         joints.name = list(spec.JOINT_NAMES)
         joints.position, joints.velocity = state.q.tolist(), state.qd.tolist()
         joints.effort = state.tau.tolist()
-        self.joint_pub.publish(joints)
         w, x, y, z = state.base_quat.tolist()
         imu = Imu()
-        imu.header.stamp, imu.header.frame_id = stamp, 'base'
+        imu.header.frame_id = 'base'
         imu.orientation.w, imu.orientation.x, imu.orientation.y, imu.orientation.z = w, x, y, z
         av, la = state.base_ang_vel.tolist(), state.base_lin_acc.tolist()
         imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = av
         imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = la
-        self.imu_pub.publish(imu)
         odom = Odometry()
-        odom.header.stamp, odom.header.frame_id, odom.child_frame_id = stamp, 'odom', 'base'
+        odom.header.frame_id, odom.child_frame_id = 'odom', 'base'
         pose = odom.pose.pose
         pose.position.x, pose.position.y, pose.position.z = state.base_pos.tolist()
         pose.orientation.w, pose.orientation.x = w, x
@@ -150,12 +164,18 @@ class SimRobot(Node):
         twist = odom.twist.twist  # in child_frame_id (base): body frame
         twist.linear.x, twist.linear.y, twist.linear.z = state.base_lin_vel.tolist()
         twist.angular.x, twist.angular.y, twist.angular.z = av
+        while time.monotonic() < publish_at:  # at most publish_lead
+            pass
+        stamp = self.get_clock().now().to_msg()
+        joints.header.stamp = imu.header.stamp = odom.header.stamp = stamp
+        self.joint_pub.publish(joints)
+        self.imu_pub.publish(imu)
         self.odom_pub.publish(odom)
 
 
 def main(args=None):
     """Run sim_robot until Ctrl-C or SIGTERM; exit 2 with the reason when the backend fails."""
-    return run_node('sim_robot', SimRobot, refused=(SimBackendError,), args=args)
+    return run_node('sim_robot', SimRobot, refused=(SimBackendError, ValueError), args=args)
 
 
 if __name__ == '__main__':
