@@ -177,10 +177,11 @@ class Simulator:
         return observe_buffers(self.spec, self.sp, self.num_envs, self.device, requires_grad)
 
     # ----------------------------------------------------------------------------- kernels
-    def _launch(self, kernel, inputs, outputs, dim=None):
+    def _launch(self, kernel, inputs, outputs, dim=None, record_tape=True):
         wp.launch(
-            kernel, dim=dim or self.num_envs, inputs=inputs, outputs=outputs, device=self.device
-        )
+            kernel, dim=dim or self.num_envs, inputs=inputs, outputs=outputs,
+            device=self.device, record_tape=record_tape,
+        )  # fmt: skip
 
     def _dynamics(self, qpos, buf, params):
         """Kinematics, com quantities, CRBA mass matrix and its Cholesky factor at `qpos`."""
@@ -291,7 +292,9 @@ class Simulator:
                 [obs.foot_pos, obs.foot_vel],
             )  # fmt: skip
         if clearance and self.spec.nshape:
-            self._launch(k.shape_clearance, [obs.xpos, obs.xquat, md], [obs.clearance])
+            self._launch(  # no adjoint: kept off the tape
+                k.shape_clearance, [obs.xpos, obs.xquat, md], [obs.clearance], record_tape=False
+            )
         return obs
 
     # ----------------------------------------------------------------------------- numpy API
