@@ -31,11 +31,15 @@ def inputs(n=3, **overrides):
 
 
 def test_every_term_is_logged_under_its_name_times_weight_and_dt():
-    cfg = RewardConfig(feet_air_time=0.0, orientation=-5.0, foot_height=0.5)
+    cfg = RewardConfig(
+        feet_air_time=0.0, orientation=-5.0, foot_height=0.5, lin_vel_error=-1.0,
+        yaw_rate_error=-0.5, foot_clearance=-50.0,
+    )  # fmt: skip
     tilt = torch.tensor([[0.6, 0.0, -0.8]]).expand(3, 3)
     x = inputs(
-        torque=torch.ones(3, 12), undesired_contact=torch.full((3,), 2.0), projected_gravity=tilt
-    )
+        torque=torch.ones(3, 12), undesired_contact=torch.full((3,), 2.0), projected_gravity=tilt,
+        foot_vel=torch.zeros(3, 4, 3),
+    )  # fmt: skip
     total, terms = compute_reward(x, cfg, dt=0.02)
     assert 'feet_air_time' not in terms  # weight 0: not computed
     assert set(terms) == set(TERMS) - {'feet_air_time'}
@@ -125,3 +129,31 @@ def test_shape_parameters_must_stay_positive():
     with pytest.raises(ValueError, match='tracking_sigma must be positive'):
         parse_overrides(['tracking_sigma=0'])
     assert parse_overrides(['torque=0']) == {'torque': 0.0}  # a weight of 0 turns a term off
+
+
+def test_squared_tracking_errors_keep_their_gradient_far_from_the_command():
+    cfg = RewardConfig(lin_vel_error=-1.0, yaw_rate_error=-0.5)
+    velocity = torch.tensor([[0.0, 0.0, 0.0]], requires_grad=True)
+    x = inputs(1, command=torch.tensor([[2.0, 0.0, 1.0]]), base_lin_vel=velocity)
+    x.base_ang_vel = torch.tensor([[0.0, 0.0, 0.5]])
+    _, terms = compute_reward(x, cfg, dt=1.0)
+    assert terms['lin_vel_error'].item() == pytest.approx(-4.0)
+    assert terms['yaw_rate_error'].item() == pytest.approx(-0.5 * 0.25)
+    (terms['lin_vel_error'] + terms['lin_vel_tracking']).sum().backward()
+    # d/dvx of -(2 - vx)^2 is 4 at vx = 0; the kernel adds only 1.0 * 2 * 2 / 0.25 * exp(-16)
+    assert velocity.grad[0, 0].item() == pytest.approx(4.0, rel=1e-4)
+
+
+def test_foot_clearance_penalises_low_feet_that_move_sideways_only():
+    cfg = RewardConfig(foot_clearance=-1.0, swing_height=0.08)
+    height = torch.tensor([[0.0, 0.08, 0.02, 0.0]], requires_grad=True)
+    foot_vel = torch.tensor([[[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0, 0, -2.0]]])
+    x = inputs(1, foot_height=height, foot_vel=foot_vel)
+    _, terms = compute_reward(x, cfg, dt=1.0)
+    expected = 0.08**2 * math.tanh(2.0) + 0.06**2 * math.tanh(6.0)  # feet 1 and 3
+    assert terms['foot_clearance'].item() == pytest.approx(-expected)
+    terms['foot_clearance'].sum().backward()
+    assert height.grad[0, 0].item() > 0.0 and height.grad[0, 2].item() > 0.0  # lift them
+    assert height.grad[0, 1].item() == 0.0 and height.grad[0, 3].item() == 0.0
+    with pytest.raises(ValueError, match='foot_vel'):
+        compute_reward(inputs(1), cfg, dt=1.0)

@@ -206,7 +206,7 @@ class AnymalEnv:
         targets = self.default + spec.ACTION_SCALE * actions
         qvel_before = self.qvel
         self._push()
-        foot_pos = self._physics(targets)  # updates self.qpos, self.qvel; (N, 4, 3)
+        foot_pos, foot_vel = self._physics(targets)  # updates qpos, qvel; (N, 4, 3) each
         qpos, qvel = self.qpos, self.qvel
         self.episode_length_buf += 1
 
@@ -234,6 +234,7 @@ class AnymalEnv:
             phase_time=phase,
             feet_air_time=self.air_time.update(foot_contact, self.commands.command, self.dt),
             projected_gravity=projected_gravity(quat),
+            foot_vel=foot_vel[:, self.foot_index],
         )
         reward, terms = compute_reward(inputs, self.cfg.rewards, self.dt)
         self.commands.step(self.dt)  # after the reward: it scores the command the action saw
@@ -260,19 +261,23 @@ class AnymalEnv:
         return obs, reward, terminated, truncated, extras
 
     def _physics(self, targets):
-        """Advance the held state one control step; return foot-sphere centres (N, nc, 3) m."""
+        """Advance the held state one control step; return foot-sphere centres and velocities.
+
+        Both (N, nc, 3), m and m/s, world frame.
+        """
         if self.cfg.differentiable:
             out = self.torch_sim.step_from(self.qpos, self.qvel, targets)
             clip, stats = self.cfg.adjoint_clip, self.adjoint_stats
             self.qpos = adjoint_clip.attach(out.qpos, clip, stats)
             self.qvel = adjoint_clip.attach(out.qvel, clip, stats)
             self.sim.set_state(self._finite(self.qpos), self._finite(self.qvel))  # clearances
-            return out.foot_pos
+            return out.foot_pos, out.foot_vel
         with torch.no_grad():
             self.sim.set_state(self._finite(self.qpos), self._finite(self.qvel))
             self.sim.step(targets.cpu().numpy())
             self.qpos, self.qvel = self._state()
-            return self._tensor(self.sim.foot_positions())
+            feet = self.sim.foot_positions(), self.sim.foot_velocities()
+            return tuple(self._tensor(f) for f in feet)
 
     @staticmethod
     def _finite(x):

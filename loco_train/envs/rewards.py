@@ -41,6 +41,8 @@ class RewardInputs:
     """(N,) the air-time reward of FeetAirTime.update, when that term is enabled."""
     projected_gravity: torch.Tensor = None
     """(N, 3) gravity direction in the body frame, when the orientation term is enabled."""
+    foot_vel: torch.Tensor = None
+    """(N, 4, 3) m/s, world-frame foot velocities, when the foot_clearance term is enabled."""
 
 
 @dataclass
@@ -51,6 +53,11 @@ class RewardConfig:
     """exp(-|c_xy - v_xy|^2 / sigma^2)."""
     yaw_rate_tracking: float = 0.5
     """exp(-(c_wz - w_z)^2 / sigma^2)."""
+    lin_vel_error: float = 0.0
+    """|c_xy - v_xy|^2: a tracking penalty whose gradient does not vanish far from the command
+    (the kernel's does: exp(-4) at 1 m/s of error); for first-order methods, e.g. -1."""
+    yaw_rate_error: float = 0.0
+    """(c_wz - w_z)^2, the yaw counterpart of lin_vel_error."""
     lin_vel_z: float = -2.0
     """v_z^2 (m^2/s^2)."""
     ang_vel_xy: float = -0.05
@@ -71,6 +78,10 @@ class RewardConfig:
     Off by default: the reference's phase is time since the episode start, and the spec's 48-term
     observation has no gait clock, so a policy cannot know where in the swing it is. Schwarke et
     al. feed the phase to the policy; with a clock term in a future spec, set this to 0.5."""
+    foot_clearance: float = 0.0
+    """sum over feet of max(0, swing_height - z)^2 tanh(2 |v_xy|) (m^2): a foot that moves
+    sideways must be lifted; differentiable and clock-free (Isaac Lab's Spot uses the kernel
+    form), a swing incentive for the 48-term observation; e.g. -50."""
     feet_air_time: float = 0.0
     """legged_gym's air-time reward (non-differentiable); 0.125 for SAC/PPO runs."""
     tracking_sigma: float = spec.TRACKING_SIGMA
@@ -97,6 +108,16 @@ def yaw_rate_tracking(x, cfg):
     """Yaw-rate tracking kernel, (N,)."""
     error = (x.command[:, 2] - x.base_ang_vel[:, 2]) ** 2
     return torch.exp(-error / cfg.tracking_sigma**2)
+
+
+def lin_vel_error(x, cfg):
+    """Squared planar velocity error (m^2/s^2), (N,)."""
+    return torch.sum((x.command[:, :2] - x.base_lin_vel[:, :2]) ** 2, dim=1)
+
+
+def yaw_rate_error(x, cfg):
+    """Squared yaw-rate error (rad^2/s^2), (N,)."""
+    return (x.command[:, 2] - x.base_ang_vel[:, 2]) ** 2
 
 
 def lin_vel_z(x, cfg):
@@ -150,6 +171,15 @@ def foot_height(x, cfg):
     return moving * torch.mean(torch.exp(-error / cfg.foot_height_sigma**2), dim=1)
 
 
+def foot_clearance(x, cfg):
+    """Low feet moving sideways, summed over feet (m^2), (N,)."""
+    if x.foot_vel is None:
+        raise ValueError('foot_clearance has a weight but RewardInputs.foot_vel is None')
+    below = torch.clamp(cfg.swing_height - x.foot_height, min=0.0)
+    speed = torch.linalg.norm(x.foot_vel[..., :2], dim=-1)
+    return torch.sum(below**2 * torch.tanh(2.0 * speed), dim=1)
+
+
 def feet_air_time(x, cfg):
     """Air-time reward computed by FeetAirTime, (N,)."""
     if x.feet_air_time is None:
@@ -160,6 +190,8 @@ def feet_air_time(x, cfg):
 TERMS = {
     'lin_vel_tracking': lin_vel_tracking,
     'yaw_rate_tracking': yaw_rate_tracking,
+    'lin_vel_error': lin_vel_error,
+    'yaw_rate_error': yaw_rate_error,
     'lin_vel_z': lin_vel_z,
     'ang_vel_xy': ang_vel_xy,
     'torque': torque,
@@ -168,6 +200,7 @@ TERMS = {
     'orientation': orientation,
     'undesired_contact': undesired_contact,
     'foot_height': foot_height,
+    'foot_clearance': foot_clearance,
     'feet_air_time': feet_air_time,
 }
 """Term name -> function; the names are the RewardConfig weight fields and the log keys."""
