@@ -110,8 +110,7 @@ class ControlStep(torch.autograd.Function):
                 grads[out] = wp.from_torch(full, dtype=ctx.vec3)
         ctx.tape.backward(grads=grads)
         result = [_finite_rows(wp.to_torch(a.grad).clone()) for a in ctx.arrays]
-        ctx.tape.zero()  # the pooled arrays' gradients start from zero when reused
-        ctx.tape.reset()
+        ctx.tape.reset()  # also zeroes the gradients: pooled arrays start from zero when reused
         _give_back(sim, ctx.buffers, True)
         ctx.outputs = ctx.arrays = ctx.kept = ctx.buffers = None
         return (None, *result)
