@@ -9,6 +9,8 @@ import time
 import numpy as np
 import torch
 
+from loco_train.envs import env_overrides
+from loco_train.envs.commands import add_command_argument
 from loco_train.envs.rewards import add_override_argument
 
 
@@ -132,6 +134,7 @@ def add_arguments(parser):
         help='actor and critic hidden sizes, comma-separated (default 512,256,128)',
     )
     add_override_argument(parser)
+    add_command_argument(parser)
 
 
 def run(args):
@@ -142,7 +145,7 @@ def run(args):
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     try:
-        extra = {'reward_overrides': args.reward} if getattr(args, 'reward', None) else {}
+        extra = env_overrides(args)
         env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed, **extra)
     except ValueError as error:  # unknown or missing environment: say so, exit 2
         print(f'loco-train ppo: {error}', file=sys.stderr)

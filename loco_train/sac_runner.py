@@ -19,6 +19,8 @@ import torch
 from tqdm import tqdm
 
 from loco_train.atomic_io import atomic_torch_save, torch_load
+from loco_train.envs import env_overrides
+from loco_train.envs.commands import add_command_argument
 from loco_train.envs.rewards import add_override_argument
 from loco_train.export import POLICY_KEY, policy_payload
 from loco_train.sac import bounds_from_box, ReplayBuffer, SAC, SACConfig
@@ -367,6 +369,7 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument('--save-replay', action='store_true', help='checkpoint the replay buffer')
     add_override_argument(parser)
+    add_command_argument(parser)
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
 
@@ -397,7 +400,7 @@ def run(args) -> int:
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     try:
-        extra = {'reward_overrides': args.reward} if getattr(args, 'reward', None) else {}
+        extra = env_overrides(args)
         env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed, **extra)
     except ValueError as error:  # unknown or missing environment: say so, exit 2
         print(f'loco-train sac: {error}', file=sys.stderr)

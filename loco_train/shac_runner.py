@@ -18,6 +18,8 @@ import torch
 from tqdm import tqdm
 
 from loco_train.atomic_io import atomic_torch_save, torch_load
+from loco_train.envs import env_overrides
+from loco_train.envs.commands import add_command_argument
 from loco_train.envs.rewards import add_override_argument
 from loco_train.export import policy_payload
 from loco_train.sac.actor import bounds_from_box
@@ -226,6 +228,7 @@ def add_arguments(parser):
         ' (default %(default)s)',
     )
     add_override_argument(parser)
+    add_command_argument(parser)
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
 
@@ -257,7 +260,7 @@ def run(args):
             differentiable=True,
             contact=args.contact,
             adjoint_clip=args.adjoint_clip,
-            reward_overrides=args.reward,
+            **env_overrides(args),
         )
     except ValueError as error:  # unknown or missing environment: say so, exit 2
         print(f'loco-train shac: {error}', file=sys.stderr)

@@ -1,7 +1,9 @@
+import pytest
 import torch
 
 from loco_policy import spec
-from loco_train.envs.commands import CommandConfig, CommandSampler
+from loco_train.envs.anymal import make_vec_env
+from loco_train.envs.commands import CommandConfig, CommandSampler, parse_overrides
 
 
 def test_commands_stay_in_the_spec_ranges_with_a_share_of_zeros():
@@ -26,3 +28,23 @@ def test_commands_are_resampled_when_their_time_is_up():
     due = sampler.step(0.02)
     assert len(due) == 8 and not torch.equal(sampler.command, first)
     assert torch.all(sampler.timer == 0.0)
+
+
+def test_overrides_fix_a_forward_walking_task():
+    options = parse_overrides(['vx=1', 'vy=0', 'wz=-0.5:0.5', 'zero_share=0'])
+    assert options['ranges'] == {'vx': (1.0, 1.0), 'vy': (0.0, 0.0), 'wz': (-0.5, 0.5)}
+    sampler = CommandSampler(
+        500, CommandConfig(**options), generator=torch.Generator().manual_seed(0)
+    )
+    assert torch.all(sampler.command[:, 0] == 1.0) and torch.all(sampler.command[:, 1] == 0.0)
+    assert sampler.command[:, 2].abs().max() <= 0.5 and sampler.command[:, 2].std() > 0.1
+    env = make_vec_env(4, command_overrides=['vx=1', 'vy=0', 'wz=0', 'zero_share=0'])
+    assert torch.equal(env.commands.command, torch.tensor([[1.0, 0.0, 0.0]]).expand(4, 3))
+
+
+@pytest.mark.parametrize(
+    'item', ['vx', 'vx=', 'vx=fast', 'vx=1:0', 'vx=0:1:2', 'vz=1', 'zero_share=2', 'resample_s=0']
+)
+def test_bad_overrides_are_refused_naming_them(item):
+    with pytest.raises(ValueError, match='command override'):
+        parse_overrides([item])

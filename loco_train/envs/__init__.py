@@ -1,1 +1,10 @@
 """The ANYmal velocity-tracking task: observations, rewards, commands, randomisation."""
+
+
+def env_overrides(args):
+    """make_env keyword options from the trainers' --reward and --command strings (set ones)."""
+    pairs = (
+        ('reward_overrides', getattr(args, 'reward', None)),
+        ('command_overrides', getattr(args, 'command', None)),
+    )
+    return {name: value for name, value in pairs if value}

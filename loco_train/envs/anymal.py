@@ -16,6 +16,7 @@ import torch
 from loco_policy import description, spec
 from loco_train.envs import adjoint_clip, randomization
 from loco_train.envs.commands import CommandConfig, CommandSampler
+from loco_train.envs.commands import parse_overrides as parse_command_overrides
 from loco_train.envs.observations import (
     build_observation,
     projected_gravity,
@@ -312,5 +313,8 @@ def make_vec_env(num_envs, device='cpu', seed=0, **overrides):
     weights = overrides.pop('reward_overrides', None)
     if weights:  # NAME=VALUE strings from the trainers' --reward options
         overrides['rewards'] = RewardConfig(**parse_overrides(weights))
+    commands = overrides.pop('command_overrides', None)
+    if commands:  # NAME=VALUE strings from the trainers' --command options
+        overrides['commands'] = CommandConfig(**parse_command_overrides(commands))
     config = AnymalEnvConfig(**overrides)
     return AnymalEnv(num_envs, config, device, seed)

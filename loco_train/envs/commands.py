@@ -1,6 +1,7 @@
 """Velocity commands (vx, vy, wz) sampled per environment and resampled every few seconds."""
 
 from dataclasses import dataclass, field
+import math
 
 import torch
 
@@ -58,3 +59,47 @@ class CommandSampler:
         due = torch.nonzero(self.timer >= self.config.resample_s - 1e-6).flatten()  # float sums
         self.resample(due)
         return due
+
+
+def add_command_argument(parser):
+    """Add the trainers' repeatable `--command NAME=VALUE` option (parsed by parse_overrides)."""
+    parser.add_argument(
+        '--command',
+        action='append',
+        default=[],
+        metavar='NAME=VALUE',
+        help='override the anymal env commands (repeatable): vx, vy, wz as LOW:HIGH or one value, '
+        'zero_share, resample_s, min_speed; e.g. --command vx=1 --command vy=0 --command wz=0',
+    )
+
+
+def parse_overrides(items):
+    """CommandConfig keyword overrides from 'name=value' strings; ValueError naming a bad one.
+
+    vx, vy, wz take 'LOW:HIGH' or a single value (a fixed command); the other fields a number.
+    """
+    ranges = dict(spec.COMMAND_RANGES)
+    out = {}
+    for item in items or ():
+        name, sep, value = (part.strip() for part in item.partition('='))
+        try:
+            numbers = [float(v) for v in value.split(':')]
+        except ValueError:
+            numbers = []
+        if not sep or not numbers or not all(math.isfinite(v) for v in numbers):
+            raise ValueError(f'command override {item!r}: expected NAME=NUMBER or NAME=LOW:HIGH')
+        if name in ranges:
+            if len(numbers) > 2 or numbers[0] > numbers[-1]:
+                raise ValueError(f'command override {item!r}: {name} takes LOW:HIGH, LOW <= HIGH')
+            ranges[name] = (numbers[0], numbers[-1])
+        elif name in ('zero_share', 'resample_s', 'min_speed') and len(numbers) == 1:
+            out[name] = numbers[0]
+        else:
+            raise ValueError(
+                f'command override {item!r}: NAME is one of vx, vy, wz (LOW:HIGH), zero_share, '
+                'resample_s, min_speed'
+            )
+    if not 0.0 <= out.get('zero_share', 0.0) <= 1.0 or out.get('resample_s', 1.0) <= 0.0:
+        raise ValueError('command overrides: zero_share must be in [0, 1], resample_s positive')
+    out['ranges'] = ranges
+    return out
