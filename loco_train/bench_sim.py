@@ -25,6 +25,11 @@ def add_arguments(parser):
     parser.add_argument('--seconds', type=float, default=3.0, help='time budget per measurement')
     parser.add_argument('--window', type=int, default=8, help='control steps per backward pass')
     parser.add_argument('--quick', action='store_true', help='N = 1 and 16, short timings')
+    parser.add_argument(
+        '--profile',
+        action='store_true',
+        help='also time every kernel, forward and adjoint, over windows at the largest N',
+    )
 
 
 def _status(text):
@@ -75,11 +80,46 @@ def _warp_rates(model, n, args):
         (out.qpos[:, 2].sum() + out.foot_pos.square().sum()).backward()
         wp.synchronize_device(sim.device)
 
+    if getattr(args, 'profile_windows', 0):
+        return _kernel_profile(forward_backward, args.profile_windows, sim.device)
     fwd = n * substeps * args.window / _timed(forward, args.seconds)
     _status(f'warp {args.device} N={n}: forward {fwd:,.0f} env-substeps/s')
     both = n * substeps * args.window / _timed(forward_backward, args.seconds)
     _status(f'warp {args.device} N={n}: forward+backward {both:,.0f} env-substeps/s')
     return {'forward': round(fwd), 'forward_backward': round(both), 'ratio': round(fwd / both, 2)}
+
+
+def _kernel_profile(forward_backward, windows, device):
+    """Seconds per window spent in each kernel, forward and adjoint (launches synchronised)."""
+    import warp as wp
+
+    totals = {}
+    launch = wp.launch
+
+    def timed_launch(kernel, *a, **k):
+        start = time.perf_counter()
+        result = launch(kernel, *a, **k)
+        wp.synchronize_device(device)
+        name = f'{kernel.key.split("__")[-1]} {"adjoint" if k.get("adjoint") else "forward"}'
+        totals[name] = totals.get(name, 0.0) + time.perf_counter() - start
+        return result
+
+    forward_backward()  # warm-up
+    wp.launch = timed_launch  # the tape's backward calls wp.launch too
+    try:
+        start = time.perf_counter()
+        for _ in range(windows):
+            forward_backward()
+        wall = (time.perf_counter() - start) / windows
+    finally:
+        wp.launch = launch
+    ranked = sorted(totals.items(), key=lambda item: -item[1])
+    profile = {name: round(t / windows, 5) for name, t in ranked}
+    kernels = sum(profile.values())
+    _status(f'profile: {wall:.3f} s per window, {kernels:.3f} s in kernels')
+    for name, t in list(profile.items())[:15]:
+        _status(f'  {name:32} {t:8.4f} s  {100 * t / wall:5.1f} %')
+    return {'window_s': round(wall, 4), 'kernels_s': round(kernels, 4), 'kernels': profile}
 
 
 def _mujoco_model(dt):
@@ -150,6 +190,10 @@ def run(args):
         warp[str(n)] = _warp_rates(model, n, args)
     mujoco_rates = _mujoco_rates(config.dt, args)
     largest = warp[str(max(envs))]
+    profile = None
+    if args.profile:  # after the rates: the timed launches synchronise and cost a little
+        args.profile_windows = 3
+        profile = _warp_rates(model, max(envs), args)
     result = {
         'bench': 'sim',
         'device': args.device,
@@ -168,5 +212,7 @@ def run(args):
             'fwd_bwd_le_3x_forward': largest['ratio'] <= 3.0,
         },
     }
+    if profile:
+        result['profile_forward_backward_window'] = dict(profile, envs=max(envs))
     print(json.dumps(result))
     return 0
