@@ -33,7 +33,7 @@ def inputs(n=3, **overrides):
 def test_every_term_is_logged_under_its_name_times_weight_and_dt():
     cfg = RewardConfig(
         feet_air_time=0.0, orientation=-5.0, foot_height=0.5, lin_vel_error=-1.0,
-        yaw_rate_error=-0.5, foot_clearance=-50.0,
+        yaw_rate_error=-0.5, foot_clearance=-50.0, alive=2.0,
     )  # fmt: skip
     tilt = torch.tensor([[0.6, 0.0, -0.8]]).expand(3, 3)
     x = inputs(
@@ -47,6 +47,7 @@ def test_every_term_is_logged_under_its_name_times_weight_and_dt():
     torch.testing.assert_close(total, sum(terms.values()))
     torch.testing.assert_close(terms['torque'], torch.full((3,), -1e-5 * 12 * 0.02))
     torch.testing.assert_close(terms['undesired_contact'], torch.full((3,), -1.0 * 2 * 0.02))
+    torch.testing.assert_close(terms['alive'], torch.full((3,), 2.0 * 0.02))
 
 
 def test_perfect_tracking_earns_the_full_tracking_weights():

@@ -53,6 +53,8 @@ class RewardConfig:
     """exp(-|c_xy - v_xy|^2 / sigma^2)."""
     yaw_rate_tracking: float = 0.5
     """exp(-(c_wz - w_z)^2 / sigma^2)."""
+    alive: float = 0.0
+    """1 per step not terminated: keeps a return with penalty terms above the 0 of a fall."""
     lin_vel_error: float = 0.0
     """|c_xy - v_xy|^2: a tracking penalty whose gradient does not vanish far from the command
     (the kernel's does: exp(-4) at 1 m/s of error); for first-order methods, e.g. -1."""
@@ -108,6 +110,11 @@ def yaw_rate_tracking(x, cfg):
     """Yaw-rate tracking kernel, (N,)."""
     error = (x.command[:, 2] - x.base_ang_vel[:, 2]) ** 2
     return torch.exp(-error / cfg.tracking_sigma**2)
+
+
+def alive(x, cfg):
+    """1 for every environment, (N,) (a terminal step earns it too: legged_gym's convention)."""
+    return torch.ones_like(x.command[:, 0])
 
 
 def lin_vel_error(x, cfg):
@@ -190,6 +197,7 @@ def feet_air_time(x, cfg):
 TERMS = {
     'lin_vel_tracking': lin_vel_tracking,
     'yaw_rate_tracking': yaw_rate_tracking,
+    'alive': alive,
     'lin_vel_error': lin_vel_error,
     'yaw_rate_error': yaw_rate_error,
     'lin_vel_z': lin_vel_z,
