@@ -54,7 +54,7 @@ class RewardConfig:
     yaw_rate_tracking: float = 0.5
     """exp(-(c_wz - w_z)^2 / sigma^2)."""
     alive: float = 0.0
-    """1 per step not terminated: keeps a return with penalty terms above the 0 of a fall."""
+    """1 per step lived (the terminal step too): keeps a penalised return above a fall's 0."""
     lin_vel_error: float = 0.0
     """|c_xy - v_xy|^2: a tracking penalty whose gradient does not vanish far from the command
     (the kernel's does: exp(-4) at 1 m/s of error); for first-order methods, e.g. -1."""
