@@ -44,12 +44,13 @@ def test_killed_recorder_leaves_finished_splits_readable(request, tmp_path):
     typestore = get_typestore(TYPESTORE)
     for split in splits:
         counts = read_counts(split)
-        # 1 s splits of 100 Hz topics: about 100 messages each (fewer when the machine stalls
-        # the simulator), the three topics published together: equal up to the split edges,
-        # where a loaded machine delivers the topics' queues a few messages apart
+        # 1 s splits (by receive time, as rosbag2) of 100 Hz topics: about 100 messages each;
+        # fewer when the machine stalls the simulator, more when it stalls the recorder and the
+        # queued messages arrive in one burst (142 seen on a loaded 2-core CI machine). The
+        # three topics are published together: equal up to the split edges
         assert set(counts) == set(TOPICS), counts
-        assert all(50 <= counts[t] <= 120 for t in TOPICS), counts
-        assert max(counts.values()) - min(counts.values()) <= 10, counts
+        assert all(50 <= counts[t] <= 250 for t in TOPICS), counts
+        assert max(counts.values()) - min(counts.values()) <= 15, counts
         with Reader(split) as reader:
             assert reader.duration < 1.1e9
             for connection, _, raw in reader.messages():
