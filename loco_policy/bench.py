@@ -93,6 +93,7 @@ def run(args, work, tick_source):
             f'stats_file:={stats_file}',
             'stand_duration:=1.0',
             f'tick_source:={tick_source}',
+            f'warm_lead:={args.warm_lead}',
             *pin(policy_cpus),
             *tuning,
         ],
@@ -149,6 +150,7 @@ def summarize(stats, cpu, policy, steps, args, tick_source):
         'realtime_priority': args.rt_priority,
         'cpu_affinity_sim_policy': args.pin,
         'cpu_dma_latency_us': args.dma_latency,
+        'warm_lead_s': args.warm_lead,
         'tick_source': tick_source,
         'policy': policy,
         'policy_algorithm': (stats.get('policy') or {}).get('provenance', {}).get('algorithm'),
@@ -193,6 +195,12 @@ def main(argv=None):
         type=int,
         default=-1,
         help='hold /dev/cpu_dma_latency at this many us in both nodes (default: leave it)',
+    )
+    parser.add_argument(
+        '--warm-lead',
+        type=float,
+        default=0.001,
+        help="policy_node's warm_lead: s awake and warmed before each tick (0: sleep until it)",
     )
     args = parser.parse_args(argv)
     if args.pin and args.pin.count(':') != 1:

@@ -242,6 +242,18 @@ class Controller:
             self.quat, self.lin_vel, self.ang_vel, self.q, self.qd, self.command, self.last_action
         )
 
+    def warm(self):
+        """Run the policy once on the current observation, result unused (WALK only).
+
+        Called just before a tick is due, it brings the weights and code back into the caches
+        that an idle CPU loses, so the tick's own inference runs warm. No state changes.
+        """
+        if self.policy is None or self.fsm.mode is not Mode.WALK:
+            return
+        obs = self.observation()
+        if obs is not None:
+            self.policy.act(obs)
+
     def _walk_targets(self, obs, now):
         """Run the policy; return (targets (12,), action (12,), inference s) or trip DAMP."""
         start = time.perf_counter()

@@ -157,6 +157,34 @@ def test_deferred_row_matches_the_inline_row(policy):
     assert loop.ctrl.take_row() is None  # taken once
 
 
+def test_warming_before_a_tick_changes_nothing_the_loop_sends(policy):
+    warmed, plain = Loop(policy, stand_duration=0.2), Loop(policy, stand_duration=0.2)
+    for loop in (warmed, plain):
+        loop.run(0.1)
+        loop.ctrl.request('start', loop.t)
+        loop.run(0.3)
+        loop.ctrl.request('start', loop.t)
+        loop.ctrl.on_cmd_vel(0.5, 0.0, 0.2, loop.t)
+    calls = []
+    act = policy.act
+    policy.act = lambda obs: calls.append(1) or act(obs)
+    try:
+        for _ in range(10):
+            warmed.feed()
+            warmed.ctrl.warm()  # what policy_node does just before a tick is due
+            warmed.run(DT, feed=False)
+            plain.run(DT)
+        Controller(ControllerConfig(), policy).warm()  # PASSIVE: no inference, no error
+    finally:
+        policy.act = act
+    # both loops share the policy: a warm-up and two ticks each period
+    assert warmed.ctrl.fsm.mode is Mode.WALK and len(calls) == 30
+    for a, b in zip(warmed.commands, plain.commands):
+        assert np.array_equal(a.position, b.position) and a.mode == b.mode
+    assert [r.seq for r in warmed.rows] == [r.seq for r in plain.rows]
+    assert np.array_equal(warmed.rows[-1].action, plain.rows[-1].action)
+
+
 def test_policy_actions_are_clipped_to_the_trained_box(tmp_path):
     path = make_policy_file(tmp_path / 'wild.onnx', weight_scale=50.0)  # saturating outputs
     loop = Loop(OnnxPolicy(path), stand_duration=0.2, max_target_step=1.0)

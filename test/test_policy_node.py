@@ -291,7 +291,11 @@ def test_bad_policy_files_are_refused_and_walk_is_refused_naming_why(graph, kind
     assert expected in graph.log('policy_node')
 
 
-def test_unsafe_parameters_are_refused_at_start(request):
+@pytest.mark.parametrize(
+    'parameter, named',
+    [('damping_kd:=-5.0', 'damping_kd=-5.0'), ('warm_lead:=0.5', 'warm_lead 0.5')],
+)
+def test_unsafe_parameters_are_refused_at_start(request, parameter, named):
     result = subprocess.run(
         [
             sys.executable,
@@ -301,7 +305,7 @@ def test_unsafe_parameters_are_refused_at_start(request):
             '-p',
             "policy:=''",
             '-p',
-            'damping_kd:=-5.0',
+            parameter,
         ],
         env=ros_env(request.node.name),
         capture_output=True,
@@ -309,4 +313,4 @@ def test_unsafe_parameters_are_refused_at_start(request):
         timeout=60,
     )
     assert result.returncode == 2, result.stdout + result.stderr
-    assert 'damping_kd=-5.0' in result.stderr
+    assert named in result.stderr

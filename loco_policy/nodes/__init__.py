@@ -11,11 +11,12 @@ ANY_TYPE = ParameterDescriptor(dynamic_typing=True)
 """Descriptor of a parameter that takes '1' or 1 alike (the command line types bare digits)."""
 
 
-def run_node(name, factory, refused=(), on_exit=None, args=None):
+def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
     """Init rclpy, build the node with factory(), spin until Ctrl-C/SIGTERM, shut down; exit code.
 
     An exception of a type in `refused` raised while building is a refusal to start: its message
     is printed and the exit code is 2. on_exit(node) runs before the node is destroyed.
+    spin(node), when given, replaces rclpy.spin(node).
     """
     rclpy.init(args=args)
     try:
@@ -25,7 +26,7 @@ def run_node(name, factory, refused=(), on_exit=None, args=None):
         rclpy.try_shutdown()
         return 2
     try:
-        rclpy.spin(node)
+        (spin or rclpy.spin)(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RCLError:

@@ -24,6 +24,7 @@ from loco_policy import joint_command, spec, transition
 from loco_policy.controller import Controller, ControllerConfig
 from loco_policy.loop_stats import LoopStats
 from loco_policy.nodes import ANY_TYPE, run_node
+from loco_policy.nodes.warm_spin import spin_warm
 from loco_policy.policy_file import OnnxPolicy, PolicyFileError
 from loco_policy.random_policy import ALGORITHM as UNTRAINED
 from loco_policy.realtime import hold_cpu_dma_latency, set_cpu_affinity, set_realtime_priority
@@ -76,6 +77,7 @@ class PolicyNode(Node):
         self.declare_parameter('tick_source', TICK_SOURCES[0])
         self.declare_parameter('cpu_affinity', '', ANY_TYPE)  # e.g. '1': pin the node to CPU 1
         self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
+        self.declare_parameter('warm_lead', 0.001)  # s awake and warmed before a tick; 0: off
         names = [
             *vars(defaults),
             'policy',
@@ -87,11 +89,15 @@ class PolicyNode(Node):
             'tick_source',
             'cpu_affinity',
             'cpu_dma_latency',
+            'warm_lead',
         ]
         p = {n: self.get_parameter(n).value for n in names if self.has_parameter(n)}
         if p['tick_source'] not in TICK_SOURCES:
             raise ValueError(f'tick_source {p["tick_source"]!r} is not one of {TICK_SOURCES}')
         self.tick_on_state = p['tick_source'] == 'joint_states'
+        self.warm_lead = float(p['warm_lead'])
+        if not 0.0 <= self.warm_lead < 0.5 * spec.CONTROL_DT:  # also refuses NaN
+            raise ValueError(f'warm_lead {self.warm_lead} s must be in [0, {spec.CONTROL_DT / 2})')
         self.schedule = TickSchedule(spec.CONTROL_DT)
         self.due = None  # monotonic s of the /joint_states that made a tick due, until it runs
         self.arrivals = {}  # input name -> monotonic s of its last accepted message
@@ -133,10 +139,11 @@ class PolicyNode(Node):
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         for name in ('start', 'stop', 'estop', 'reset'):
             self.create_service(Trigger, f'~/{name}', self._service(name))
+        self.tick_timer = None
         if self.tick_on_state:  # ticks come with /joint_states; this timer covers their loss
             self.create_timer(spec.CONTROL_DT / 4, self.on_fallback_check)
         else:
-            self.create_timer(spec.CONTROL_DT, self.on_tick)
+            self.tick_timer = self.create_timer(spec.CONTROL_DT, self.on_tick)
         self.create_timer(diagnostics_period, self.publish_diagnostics)
 
     # ---- callbacks (short: validation and logic live in the controller) -----------------
@@ -224,6 +231,22 @@ class PolicyNode(Node):
             return response
 
         return handle
+
+    def next_tick_expected(self):
+        """Monotonic time (s) the next tick is expected, or None before the first."""
+        if self.tick_timer is not None:
+            return time.monotonic() + 1e-9 * self.tick_timer.time_until_next_call()
+        last = self.schedule.last_tick
+        return None if last is None else last + self.schedule.period
+
+    def warm(self):
+        """Warm the policy's caches just before a tick (see loco_policy.nodes.warm_spin)."""
+        try:
+            self.controller.warm()
+        except Exception as error:  # a failing policy is the tick's to handle, not the warm-up's
+            self.get_logger().warning(
+                f'warm-up inference failed: {error!r}', throttle_duration_sec=5.0
+            )
 
     def on_tick(self):
         """One control period; any exception trips DAMP and publishes damping, never escapes."""
@@ -350,6 +373,7 @@ def main(args=None):
         refused=(ValueError,),
         on_exit=lambda node: node.write_stats(),
         args=args,
+        spin=lambda node: spin_warm(node, node.warm_lead),
     )
 
 
