@@ -163,6 +163,7 @@ def summarize(stats, cpu, policy, steps, args, tick_source):
         'inference_ms': pick('inference'),
         'cpu_percent_policy_node': round(cpu, 1),
         'transitions_published': stats.get('transitions_published'),
+        'warm_ups': stats.get('warm_ups'),
         'cores': os.cpu_count(),
         'load_average': [round(v, 2) for v in os.getloadavg()],
         'steps': steps,

@@ -243,16 +243,19 @@ class Controller:
         )
 
     def warm(self):
-        """Run the policy once on the current observation, result unused (WALK only).
+        """Run the policy once on the current observation, result unused; whether it ran.
 
-        Called just before a tick is due, it brings the weights and code back into the caches
-        that an idle CPU loses, so the tick's own inference runs warm. No state changes.
+        Called just before a tick is due (WALK only), it brings the weights and code back into
+        the caches that an idle CPU loses, so the tick's own inference runs warm. No state
+        changes.
         """
         if self.policy is None or self.fsm.mode is not Mode.WALK:
-            return
+            return False
         obs = self.observation()
-        if obs is not None:
-            self.policy.act(obs)
+        if obs is None:
+            return False
+        self.policy.act(obs)
+        return True
 
     def _walk_targets(self, obs, now):
         """Run the policy; return (targets (12,), action (12,), inference s) or trip DAMP."""

@@ -171,10 +171,10 @@ def test_warming_before_a_tick_changes_nothing_the_loop_sends(policy):
     try:
         for _ in range(10):
             warmed.feed()
-            warmed.ctrl.warm()  # what policy_node does just before a tick is due
+            assert warmed.ctrl.warm()  # what policy_node does just before a tick is due
             warmed.run(DT, feed=False)
             plain.run(DT)
-        Controller(ControllerConfig(), policy).warm()  # PASSIVE: no inference, no error
+        assert not Controller(ControllerConfig(), policy).warm()  # PASSIVE: no inference
     finally:
         policy.act = act
     # both loops share the policy: a warm-up and two ticks each period

@@ -117,6 +117,7 @@ class PolicyNode(Node):
         self.batch, self.batch_size = [], max(1, int(p['transition_batch']))
         self.state_received = None  # perf_counter time (s) of the last /joint_states
         self.transitions_published = 0
+        self.warm_ups = 0  # pre-tick warm-up inferences run
         self.operating = False  # True from the first accepted start request
         self._create_interfaces(float(p['diagnostics_period']))
         self._last_status = None
@@ -242,7 +243,7 @@ class PolicyNode(Node):
     def warm(self):
         """Warm the policy's caches just before a tick (see loco_policy.nodes.warm_spin)."""
         try:
-            self.controller.warm()
+            self.warm_ups += self.controller.warm()
         except Exception as error:  # a failing policy is the tick's to handle, not the warm-up's
             self.get_logger().warning(
                 f'warm-up inference failed: {error!r}', throttle_duration_sec=5.0
@@ -349,6 +350,7 @@ class PolicyNode(Node):
         """The run's figures since the first accepted start, and the mode transitions."""
         summary = self.stats.summary(recent=False)
         summary['transitions_published'] = self.transitions_published
+        summary['warm_ups'] = self.warm_ups
         summary['mode'] = self.controller.fsm.mode.value
         summary['mode_history'] = [
             {'t': h.time, 'from': h.source.value, 'to': h.target.value, 'reason': h.reason}
