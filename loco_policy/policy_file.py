@@ -212,6 +212,8 @@ def contract_mismatches(contract):
         s_low, s_high = spec.COMMAND_RANGES[key]
         if not (s_low - ATOL <= low <= high <= s_high + ATOL):
             problems.append(f'command range {key} [{low}, {high}] is outside [{s_low}, {s_high}]')
+        elif not low <= 0.0 <= high:  # clipping a stop command would make the robot move
+            problems.append(f'command range {key} [{low}, {high}] does not hold 0 (stop)')
     return problems
 
 

@@ -148,11 +148,21 @@ def joint_targets(action):
     return DEFAULT_JOINT_POS + ACTION_SCALE * np.asarray(action, dtype=np.float64)
 
 
-def contract_metadata(provenance):
+def contract_metadata(provenance, command_ranges=None):
     """The policy-file contract of this robot as JSON-ready values, keyed as in metadata_props.
 
     provenance: {algorithm, iterations, return, code_revision, created, weights_sha256}.
+    command_ranges: {vx, vy, wz: [low, high]} the policy was trained on (within COMMAND_RANGES;
+    policy_node clips /cmd_vel to them); default COMMAND_RANGES. Each range is widened to hold 0,
+    so that a stop (or a silent operator's zero command) is never clipped into motion.
     """
+    ranges = {key: list(value) for key, value in COMMAND_RANGES.items()}
+    for key, value in (command_ranges or {}).items():
+        low, high = (float(v) for v in value)
+        s_low, s_high = COMMAND_RANGES[key]  # KeyError: not a command
+        if not s_low <= low <= high <= s_high:
+            raise ValueError(f'command range {key} [{low}, {high}] is outside [{s_low}, {s_high}]')
+        ranges[key] = [min(low, 0.0), max(high, 0.0)]
     return {
         'loco_format': 1,
         'joint_names': list(JOINT_NAMES),
@@ -164,7 +174,7 @@ def contract_metadata(provenance):
         'torque_limit': TORQUE_LIMIT.tolist(),
         'control_dt': CONTROL_DT,
         'observation': observation_metadata(),
-        'command_ranges': {key: list(value) for key, value in COMMAND_RANGES.items()},
+        'command_ranges': ranges,
         'provenance': dict(provenance),
     }
 

@@ -37,10 +37,16 @@ class DeployedPolicy(nn.Module):
         return self.actor(self.normalizer(obs))
 
 
-def policy_payload(actor, actor_kwargs, normalizer, algorithm, iterations, mean_return):
-    """Return the checkpoint entry the exporter reads: actor class, arguments and weights."""
+def policy_payload(
+    actor, actor_kwargs, normalizer, algorithm, iterations, mean_return, command_ranges=None
+):
+    """Return the checkpoint entry the exporter reads: actor class, arguments and weights.
+
+    command_ranges: the env's {vx, vy, wz: [low, high]} (None: the spec's, e.g. gymnasium envs).
+    """
     cls = type(actor)
     return {
+        'command_ranges': command_ranges,
         'actor_class': f'{cls.__module__}:{cls.__qualname__}',
         'actor_kwargs': dict(actor_kwargs),
         'actor_state': actor.state_dict(),
@@ -62,6 +68,7 @@ def load_policy(checkpoint_path):
     checkpoint = torch_load(checkpoint_path, map_location='cpu')  # tensors and containers only
     if rsl_rl_policy.is_rsl_rl_checkpoint(checkpoint):  # loco-train ppo's model_<iter>.pt
         actor, info = rsl_rl_policy.actor_from_checkpoint(checkpoint)
+        info['command_ranges'] = rsl_rl_policy.run_command_ranges(checkpoint_path)
         return DeployedPolicy(nn.Identity(), actor).eval(), info
     if POLICY_KEY not in checkpoint:
         raise ValueError(f'{checkpoint_path}: no {POLICY_KEY!r} entry; not a policy checkpoint')
@@ -72,6 +79,7 @@ def load_policy(checkpoint_path):
     normalizer = EmpiricalNormalizer(**payload['normalizer_kwargs'])
     normalizer.load_state_dict(payload['normalizer_state'])
     info = {key: payload[key] for key in ('algorithm', 'iterations', 'return')}
+    info['command_ranges'] = payload.get('command_ranges')  # absent in older checkpoints
     return DeployedPolicy(normalizer, actor).eval(), info
 
 
@@ -118,8 +126,11 @@ def to_onnx_model(policy):
     return program.model_proto
 
 
-def export_policy(policy, path, algorithm, iterations, mean_return):
-    """Write policy (obs -> actions) to `path` as a ONNX file; return metadata."""
+def export_policy(policy, path, algorithm, iterations, mean_return, command_ranges=None):
+    """Write policy (obs -> actions) to `path` as a ONNX file; return metadata.
+
+    command_ranges: the training's {vx, vy, wz: [low, high]} for the contract (None: the spec's).
+    """
     import onnx
 
     model = to_onnx_model(policy)
@@ -132,7 +143,7 @@ def export_policy(policy, path, algorithm, iterations, mean_return):
         'created': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
         'weights_sha256': weights_sha256(blob),
     }
-    metadata = spec.contract_metadata(provenance)
+    metadata = spec.contract_metadata(provenance, command_ranges)
     del model.metadata_props[:]
     for key, value in metadata.items():
         entry = model.metadata_props.add()
@@ -161,11 +172,20 @@ def run(args):
     if getattr(args, 'mean_return', None) is not None:
         info['return'] = args.mean_return
     metadata = export_policy(
-        policy, args.output, info['algorithm'], info['iterations'], info['return']
+        policy,
+        args.output,
+        info['algorithm'],
+        info['iterations'],
+        info['return'],
+        info.get('command_ranges'),
     )
     print(
         json.dumps(
-            {'exported': os.path.abspath(args.output), 'provenance': metadata['provenance']}
+            {
+                'exported': os.path.abspath(args.output),
+                'command_ranges': metadata['command_ranges'],
+                'provenance': metadata['provenance'],
+            }
         )
     )
     return 0

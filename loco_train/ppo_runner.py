@@ -91,8 +91,8 @@ def train(env, cfg, iterations=None):
         'logs', 'ppo', cfg.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S')
     )
     os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, 'run.json'), 'w') as handle:  # read by loco-train compare
-        json.dump(asdict(cfg), handle)
+    with open(os.path.join(run_dir, 'run.json'), 'w') as handle:  # read by compare and export
+        json.dump(asdict(cfg) | {'command_ranges': getattr(env, 'command_ranges', None)}, handle)
     runner = OnPolicyRunner(wrapped, train_cfg(cfg), log_dir=run_dir, device=cfg.device)
     if cfg.resume:
         runner.load(cfg.resume, map_location=cfg.device)

@@ -6,6 +6,8 @@ a Gaussian whose mean is the MLP output. The exported policy is that mean, so PP
 through the same exporter as SHAC and SAC ones. The activation is `loco-train ppo`'s ELU.
 """
 
+import json
+import os
 import re
 
 import torch
@@ -44,6 +46,16 @@ def is_rsl_rl_checkpoint(checkpoint):
     return (
         isinstance(checkpoint, dict) and 'actor_state_dict' in checkpoint and 'iter' in checkpoint
     )
+
+
+def run_command_ranges(checkpoint_path):
+    """The command ranges recorded in run.json beside an rsl-rl checkpoint, or None."""
+    path = os.path.join(os.path.dirname(os.path.abspath(checkpoint_path)), 'run.json')
+    try:
+        with open(path) as handle:
+            return json.load(handle).get('command_ranges')
+    except (OSError, ValueError, AttributeError):  # no run.json (older run), or not ours
+        return None
 
 
 def actor_from_checkpoint(checkpoint):

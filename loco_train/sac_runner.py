@@ -122,6 +122,7 @@ class SACRunner:
                 'sac',
                 self.sac.num_updates,
                 float(np.mean(self.recent_returns)) if self.recent_returns else 0.0,
+                getattr(self.env, 'command_ranges', None),
             ),
         }
         if self.cfg.save_replay:

@@ -94,6 +94,7 @@ class ShacRunner:
                 'shac',
                 self.shac.iterations,
                 0.0 if math.isnan(self.mean_return()) else self.mean_return(),
+                getattr(self.env, 'command_ranges', None),
             ),
         }
         atomic_torch_save(state, self.checkpoint_path)

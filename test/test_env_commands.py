@@ -40,6 +40,7 @@ def test_overrides_fix_a_forward_walking_task():
     assert sampler.command[:, 2].abs().max() <= 0.5 and sampler.command[:, 2].std() > 0.1
     env = make_vec_env(4, command_overrides=['vx=1', 'vy=0', 'wz=0', 'zero_share=0'])
     assert torch.equal(env.commands.command, torch.tensor([[1.0, 0.0, 0.0]]).expand(4, 3))
+    assert env.command_ranges == {'vx': [1.0, 1.0], 'vy': [0.0, 0.0], 'wz': [0.0, 0.0]}
 
 
 @pytest.mark.parametrize(

@@ -87,9 +87,33 @@ def test_cli_exports_a_checkpoint_and_check_policy_accepts_it(trained_like, tmp_
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report['ok'] and report['provenance']['iterations'] == 7
     rebuilt, info = load_policy(str(ckpt))
-    assert info == {'algorithm': 'sac', 'iterations': 7, 'return': 1.5}
+    assert info == {'algorithm': 'sac', 'iterations': 7, 'return': 1.5, 'command_ranges': None}
+    assert report['command_ranges'] == {k: list(v) for k, v in spec.COMMAND_RANGES.items()}
     obs = torch.randn(5, spec.OBS_DIM)
     torch.testing.assert_close(rebuilt(obs), DeployedPolicy(normalizer, actor).eval()(obs))
+
+
+def test_the_training_command_ranges_reach_the_contract_and_the_controller(trained_like, tmp_path):
+    from loco_policy.controller import Controller
+
+    actor, kwargs, normalizer = trained_like
+    forward = {'vx': [1.0, 1.0], 'vy': [0.0, 0.0], 'wz': [-0.5, 0.5]}  # the paper's forward task
+    ckpt = tmp_path / 'forward.pt'
+    payload = policy_payload(actor, kwargs, normalizer, 'shac', 7, 1.5, forward)
+    torch.save({'policy': payload}, ckpt)
+    out = tmp_path / 'forward.onnx'
+    assert cli.main(['export', str(ckpt), '-o', str(out)]) == 0
+    policy = OnnxPolicy(str(out))
+    # widened to hold 0: a stop command must never be clipped into motion
+    expected = {'vx': (0.0, 1.0), 'vy': (0.0, 0.0), 'wz': (-0.5, 0.5)}
+    assert policy.contract.command_ranges == expected
+    controller = Controller(policy=policy)
+    controller.on_cmd_vel(0.7, 0.8, -0.9, 0.0)  # sideways was never trained: clipped away
+    assert controller.command.tolist() == [0.7, 0.0, -0.5]
+    controller.on_cmd_vel(0.0, 0.0, 0.0, 0.0)
+    assert controller.command.tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match='outside'):
+        export_policy(DeployedPolicy(normalizer, actor), str(out), 'shac', 1, 0.0, {'vx': [0, 2]})
 
 
 def test_check_policy_names_the_mismatch(exported, tmp_path, capsys):
@@ -145,8 +169,11 @@ def test_an_rsl_rl_ppo_checkpoint_exports_to_its_deterministic_actor(tmp_path, c
         },
         checkpoint,
     )
+    with open(tmp_path / 'run.json', 'w') as handle:  # what loco-train ppo writes beside it
+        json.dump({'command_ranges': {'vx': [-0.5, 1.0], 'vy': [0.0, 0.0], 'wz': [-1, 1]}}, handle)
     out = tmp_path / 'ppo.onnx'
     assert cli.main(['export', str(checkpoint), '-o', str(out), '--mean-return', '12.5']) == 0
+    assert OnnxPolicy(str(out)).contract.command_ranges['vx'] == (-0.5, 1.0)
     obs = torch.randn(1000, spec.OBS_DIM) * 2.0
     with torch.no_grad():
         expected = model(TensorDict({'policy': obs}, batch_size=[1000])).numpy()

@@ -100,6 +100,8 @@ def test_parse_metadata_and_mismatches_without_onnxruntime():
     assert contract_mismatches(contract) == []
     meta['command_ranges'] = json.dumps({'vx': [-3, 3], 'vy': [-1, 1], 'wz': [-1, 1]})
     assert 'command range vx' in contract_mismatches(parse_metadata(meta))[0]
+    meta['command_ranges'] = json.dumps({'vx': [0.5, 1], 'vy': [-1, 1], 'wz': [-1, 1]})
+    assert 'does not hold 0 (stop)' in contract_mismatches(parse_metadata(meta))[0]
     meta['loco_format'] = '2'
     with pytest.raises(PolicyFileError, match='loco_format'):
         parse_metadata(meta)

@@ -101,6 +101,8 @@ class AnymalEnv:
         self.commands = CommandSampler(
             self.num_envs, self.cfg.commands, self.device, self.generator
         )
+        self.command_ranges = {k: list(map(float, v)) for k, v in self.cfg.commands.ranges.items()}
+        """vx, vy, wz: [low, high] the commands are drawn from; the exported contract's ranges."""
         self.air_time = FeetAirTime(self.num_envs, device=self.device)
         self.noise = torch.as_tensor(
             randomization.noise_scale(self.cfg.randomization),
