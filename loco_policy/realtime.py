@@ -54,25 +54,42 @@ def set_cpu_affinity(text):
     return f'pinned to CPUs {cpus}'
 
 
+DMA_LATENCY_PATH = '/dev/cpu_dma_latency'
+"""The kernel's PM QoS interface for CPU wake-up latency."""
+
 _DMA_LATENCY_FD = None  # held open: the kernel honours the request while the file is open
 
 
-def hold_cpu_dma_latency(microseconds):
+def hold_cpu_dma_latency(microseconds, path=DMA_LATENCY_PATH):
     """Ask the kernel to keep every CPU's wake-up latency under microseconds (PM QoS).
 
     Writing to /dev/cpu_dma_latency and keeping it open keeps idle CPUs out of deep sleep states
     (cyclictest does the same), which removes most of the wake-up delay of a sleeping control
-    loop at the cost of idle power. Needs root. A negative value leaves the setting alone.
+    loop at the cost of idle power. Needs root. A negative value leaves the setting alone; more
+    than 2^31 - 1 is a ValueError. Returns what happened.
     """
     global _DMA_LATENCY_FD
     if microseconds < 0:
         return 'CPU wake-up latency unchanged'
+    if microseconds > 2**31 - 1:
+        raise ValueError(f'cpu_dma_latency {microseconds} us is above 2^31 - 1')
     try:
-        fd = os.open('/dev/cpu_dma_latency', os.O_WRONLY)
-        os.write(fd, int(microseconds).to_bytes(4, 'little', signed=True))
+        fd = os.open(path, os.O_WRONLY)
     except OSError as error:
         return f'cpu_dma_latency {microseconds} us refused ({error}); unchanged'
-    if _DMA_LATENCY_FD is not None:
-        os.close(_DMA_LATENCY_FD)
+    try:
+        os.write(fd, int(microseconds).to_bytes(4, 'little', signed=True))
+    except OSError as error:
+        os.close(fd)
+        return f'cpu_dma_latency {microseconds} us refused ({error}); unchanged'
+    release_cpu_dma_latency()
     _DMA_LATENCY_FD = fd
     return f'CPU wake-up latency held under {int(microseconds)} us'
+
+
+def release_cpu_dma_latency():
+    """Drop a request made by hold_cpu_dma_latency (closing the file ends it)."""
+    global _DMA_LATENCY_FD
+    if _DMA_LATENCY_FD is not None:
+        os.close(_DMA_LATENCY_FD)
+        _DMA_LATENCY_FD = None

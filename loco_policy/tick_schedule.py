@@ -8,6 +8,19 @@ a state period of that time triggers it. A fallback check (called by a faster ti
 states stop arriving, so the watchdog still sees them go stale. No ROS here.
 """
 
+import math
+
+
+def grid_publish_time(awake, origin, period, lead):
+    """When a driver clock woken at `awake` publishes: the grid point origin + k period + lead.
+
+    Its timer fires every period from origin, `lead` before each publish time; k is the grid
+    point it was woken for (the last one at or before awake). A late wake-up (after that grid
+    point's publish time) publishes at once, so the result is never before awake. Seconds.
+    """
+    cycles = math.floor((awake - origin) / period)
+    return max(awake, origin + cycles * period + lead)
+
 
 class TickSchedule:
     """Decides on which /joint_states arrivals (or fallback checks) the control loop ticks."""

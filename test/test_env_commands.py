@@ -44,8 +44,30 @@ def test_overrides_fix_a_forward_walking_task():
 
 
 @pytest.mark.parametrize(
-    'item', ['vx', 'vx=', 'vx=fast', 'vx=1:0', 'vx=0:1:2', 'vz=1', 'zero_share=2', 'resample_s=0']
+    'item',
+    [
+        'vx',
+        'vx=',
+        'vx=fast',
+        'vx=1:0',
+        'vx=0:1:2',
+        'vz=1',
+        'zero_share=2',
+        'resample_s=0',
+        'vx=2',
+        'vx=0:1.5',
+        'min_speed=-1',
+    ],
 )
 def test_bad_overrides_are_refused_naming_them(item):
     with pytest.raises(ValueError, match='command override'):
         parse_overrides([item])
+
+
+def test_a_fixed_command_slower_than_min_speed_is_refused_not_zeroed():
+    with pytest.raises(ValueError, match='below min_speed'):
+        parse_overrides(['vx=0.05', 'vy=0'])
+    ranges = parse_overrides(['vx=0.05', 'vy=0', 'min_speed=0'])['ranges']
+    sampler = CommandSampler(10, CommandConfig(ranges=ranges, zero_share=0.0, min_speed=0.0))
+    assert torch.all(sampler.command[:, 0] == 0.05)
+    parse_overrides(['vx=0', 'vy=0'])  # standing still on purpose is fine

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from loco_policy.tick_schedule import TickSchedule
+from loco_policy.tick_schedule import grid_publish_time, TickSchedule
 
 
 def simulate(state_period, seconds=4.0, jitter=0.0, seed=0):
@@ -49,3 +49,19 @@ def test_resyncs_after_a_gap_instead_of_bursting():
     schedule.ticked(0.5)
     assert not schedule.on_state(0.505)  # and not again until the next period
     assert abs(schedule.next_due - 0.52) < 1e-12
+
+
+@pytest.mark.parametrize(
+    'awake, expected',
+    [
+        (10.0049, 10.005),  # woken 0.1 ms before the grid point's publish time: waits for it
+        (10.00401, 10.005),  # woken on time (lead early)
+        (10.0050, 10.005),  # exactly at the publish time
+        (10.0062, 10.0062),  # late past the publish time: publishes at once
+        (10.0091, 10.010),  # woken for the next grid point, 0.9 ms early
+        (10.0001, 10.0001),  # very late for the previous grid point: at once, never before
+    ],
+)
+def test_grid_publish_time_keeps_the_clock_grid(awake, expected):
+    # 200 Hz timer from 9.999 s, publishing 1 ms after each firing: at 10.000, 10.005, ...
+    assert grid_publish_time(awake, 9.999, 0.005, 0.001) == pytest.approx(expected, abs=1e-9)

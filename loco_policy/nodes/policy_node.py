@@ -23,7 +23,7 @@ from std_srvs.srv import Trigger
 from loco_policy import joint_command, spec, transition
 from loco_policy.controller import Controller, ControllerConfig
 from loco_policy.loop_stats import LoopStats
-from loco_policy.nodes import ANY_TYPE, run_node
+from loco_policy.nodes import any_type, run_node, steady_clock
 from loco_policy.nodes.warm_spin import spin_warm
 from loco_policy.policy_file import OnnxPolicy, PolicyFileError
 from loco_policy.random_policy import ALGORITHM as UNTRAINED
@@ -75,9 +75,11 @@ class PolicyNode(Node):
         self.declare_parameter('stats_file', '')  # run summary JSON written at shutdown
         self.declare_parameter('realtime_priority', 0)  # SCHED_FIFO 1-99; 0 = normal
         self.declare_parameter('tick_source', TICK_SOURCES[0])
-        self.declare_parameter('cpu_affinity', '', ANY_TYPE)  # e.g. '1': pin the node to CPU 1
+        self.declare_parameter('cpu_affinity', '', any_type())  # e.g. '1': pin the node to CPU 1
         self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
-        self.declare_parameter('warm_lead', 0.001)  # s awake and warmed before a tick; 0: off
+        self.declare_parameter(
+            'warm_lead', 0.001, any_type()
+        )  # s awake and warmed before a tick; 0: off
         names = [
             *vars(defaults),
             'policy',
@@ -104,7 +106,8 @@ class PolicyNode(Node):
         config = ControllerConfig(
             **{k: float(p[k]) for k in vars(defaults) if k in p and k != 'control_dt'}
         )
-        self.get_logger().info(set_realtime_priority(int(p['realtime_priority'])))
+        self.realtime_priority = int(p['realtime_priority'])
+        self.get_logger().info(set_realtime_priority(self.realtime_priority))
         self.get_logger().info(hold_cpu_dma_latency(int(p['cpu_dma_latency'])))
         policy, reason = load_policy(p['policy'], bool(p['allow_untrained']))
         if policy is None:
@@ -144,7 +147,9 @@ class PolicyNode(Node):
         if self.tick_on_state:  # ticks come with /joint_states; this timer covers their loss
             self.create_timer(spec.CONTROL_DT / 4, self.on_fallback_check)
         else:
-            self.tick_timer = self.create_timer(spec.CONTROL_DT, self.on_tick)
+            self.tick_timer = self.create_timer(
+                spec.CONTROL_DT, self.on_tick, clock=steady_clock()
+            )
         self.create_timer(diagnostics_period, self.publish_diagnostics)
 
     # ---- callbacks (short: validation and logic live in the controller) -----------------
@@ -241,13 +246,16 @@ class PolicyNode(Node):
         return None if last is None else last + self.schedule.period
 
     def warm(self):
-        """Warm the policy's caches just before a tick (see loco_policy.nodes.warm_spin)."""
+        """Warm the policy's caches just before a tick; whether it ran (see warm_spin)."""
         try:
-            self.warm_ups += self.controller.warm()
+            ran = self.controller.warm()
         except Exception as error:  # a failing policy is the tick's to handle, not the warm-up's
             self.get_logger().warning(
                 f'warm-up inference failed: {error!r}', throttle_duration_sec=5.0
             )
+            return False
+        self.warm_ups += ran
+        return ran
 
     def on_tick(self):
         """One control period; any exception trips DAMP and publishes damping, never escapes."""
@@ -326,6 +334,7 @@ class PolicyNode(Node):
         status = self.controller.status(time.monotonic())
         figures = self.stats.summary(recent=True)
         figures['transitions_published'] = self.transitions_published
+        figures['warm_ups'] = self.warm_ups
         level = DiagnosticStatus.ERROR if status['mode'] == 'DAMP' else DiagnosticStatus.OK
         values = [
             KeyValue(key=k, value=f'{v:.4g}' if isinstance(v, float) else str(v))
@@ -375,7 +384,7 @@ def main(args=None):
         refused=(ValueError,),
         on_exit=lambda node: node.write_stats(),
         args=args,
-        spin=lambda node: spin_warm(node, node.warm_lead),
+        spin=lambda node: spin_warm(node, node.warm_lead, busy=node.realtime_priority <= 0),
     )
 
 

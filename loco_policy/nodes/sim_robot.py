@@ -17,9 +17,10 @@ from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger
 
 from loco_policy import joint_command, spec
-from loco_policy.nodes import ANY_TYPE, run_node
+from loco_policy.nodes import any_type, run_node, steady_clock
 from loco_policy.realtime import hold_cpu_dma_latency, set_cpu_affinity, set_realtime_priority
 from loco_policy.sim_backends import make_backend, Perturbation, SimBackendError
+from loco_policy.tick_schedule import grid_publish_time
 
 MAX_CATCH_UP_STEPS = 20
 """Most physics steps per publish tick; beyond that the simulation drops behind real time."""
@@ -40,8 +41,10 @@ class SimRobot(Node):
         self.declare_parameter('command_timeout', 0.5)  # s without commands -> damping only
         self.declare_parameter('publishing', True)  # false: sensors silent (watchdog tests)
         self.declare_parameter('realtime_priority', 0)  # SCHED_FIFO 1-99, as a robot's driver
-        self.declare_parameter('publish_lead', 0.001)  # s woken early to publish on the clock
-        self.declare_parameter('cpu_affinity', '', ANY_TYPE)  # e.g. '0': pin the node to CPU 0
+        self.declare_parameter(
+            'publish_lead', 0.001, any_type()
+        )  # s woken early to publish on the clock
+        self.declare_parameter('cpu_affinity', '', any_type())  # e.g. '0': pin the node to CPU 0
         self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
         get = lambda name: self.get_parameter(name).value  # noqa: E731
         self.get_logger().info(set_realtime_priority(int(get('realtime_priority'))))
@@ -66,7 +69,7 @@ class SimRobot(Node):
         self.create_service(Trigger, '~/reset', self.on_reset)
         self.start_wall, self.steps = time.monotonic(), 0
         self.timer_origin = time.monotonic()
-        self.create_timer(self.period, self.on_tick)
+        self.create_timer(self.period, self.on_tick, clock=steady_clock())  # as timer_origin
         self.get_logger().info(
             f'sim_robot: backend {get("backend")}, physics dt {self.backend.dt} s, '
             f'publishing at {get("publish_rate")} Hz, {self.perturbation}'
@@ -121,10 +124,7 @@ class SimRobot(Node):
         leave at the publish time (a short busy wait), so the stream's period does not carry the
         wake-up delay and the physics cost. A late wake-up publishes at once.
         """
-        awake = time.monotonic()
-        cycles = np.floor((awake - self.timer_origin) / self.period)  # the grid point woken for
-        publish_at = self.timer_origin + cycles * self.period + self.lead
-        now = max(awake, publish_at)  # the physics runs up to the publish time
+        now = grid_publish_time(time.monotonic(), self.timer_origin, self.period, self.lead)
         due = int((now - self.start_wall) / self.backend.dt) - self.steps
         if due > MAX_CATCH_UP_STEPS:  # fell behind: drop the backlog, stay real time
             self.start_wall += (due - MAX_CATCH_UP_STEPS) * self.backend.dt
@@ -136,7 +136,7 @@ class SimRobot(Node):
         if self.publishing:
             state = self.backend.state()
             if all(np.all(np.isfinite(v)) for v in vars(state).values()):
-                self.publish(state, publish_at)
+                self.publish(state, now)
             else:  # say so and stay silent: the policy node's watchdog takes over
                 self.get_logger().error(
                     'simulation state is not finite', throttle_duration_sec=1.0

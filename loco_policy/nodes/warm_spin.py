@@ -2,10 +2,14 @@
 
 An idle CPU loses its caches (and on a VM its physical core) while the loop sleeps, so the first
 inference after a 20 ms sleep costs several times a warm one. From `lead` before the expected
-tick this loop calls node.warm() once (a throw-away inference) and then polls the executor
-without blocking until the tick has run, or gives up `lead` after it was expected (the node's
-fallback timer then ticks as usual). Cost: about lead / period of one CPU.
-The node provides next_tick_expected() (monotonic s or None) and warm().
+tick this loop calls node.warm() once (a throw-away inference; it returns whether it ran, only
+in WALK) and then, if it ran, polls the executor without blocking until the tick has run or
+`lead` after the expected time, when it goes back to blocking waits (the tick still runs when
+its inputs arrive). Cost: up to 2 lead / period of one CPU, in WALK only.
+With `busy` false (a SCHED_FIFO loop, whose middleware threads keep normal scheduling and may
+share its core: a non-blocking poll would starve them of the very messages it waits for) the
+warm-up still runs, and the loop then waits blocking.
+The node provides next_tick_expected() (monotonic s or None) and warm() -> bool.
 """
 
 import time
@@ -17,30 +21,31 @@ IDLE_WAIT = 0.005
 """Longest blocking wait (s) outside the window, so a new expectation is seen in time."""
 
 
-def spin_warm(node, lead):
-    """Spin `node` until shutdown, awake and warmed from lead (s) before each expected tick.
+def spin_warm(node, lead, busy=True):
+    """Spin `node` until shutdown, warmed from lead (s) before each expected tick.
 
-    lead <= 0: plain rclpy.spin.
+    lead <= 0: plain rclpy.spin. busy: poll without blocking after a warm-up (see above).
     """
     if lead <= 0:
         rclpy.spin(node)
         return
     executor = SingleThreadedExecutor(context=node.context)
     executor.add_node(node)
-    warmed_for = None  # the expected tick time already warmed for
+    warmed_for, polling = None, False  # the expected tick time warmed for; whether it ran
     try:
         while rclpy.ok(context=node.context):
             expected = node.next_tick_expected()
             now = time.monotonic()
             if expected is None or now > expected + lead:  # no schedule, or the tick is late
                 executor.spin_once(timeout_sec=IDLE_WAIT)
-            elif now < expected - lead:
+                continue
+            if now < expected - lead:
                 executor.spin_once(timeout_sec=min(expected - lead - now, IDLE_WAIT))
-            else:
-                if warmed_for is None or abs(expected - warmed_for) > lead:  # once per tick
-                    warmed_for = expected
-                    node.warm()
-                executor.spin_once(timeout_sec=0.0)
+                continue
+            if warmed_for is None or abs(expected - warmed_for) > lead:  # once per tick
+                warmed_for = expected
+                polling = bool(node.warm()) and busy
+            executor.spin_once(timeout_sec=0.0 if polling else expected + lead - now)
     finally:
         executor.remove_node(node)
         executor.shutdown()

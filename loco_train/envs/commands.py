@@ -91,6 +91,12 @@ def parse_overrides(items):
         if name in ranges:
             if len(numbers) > 2 or numbers[0] > numbers[-1]:
                 raise ValueError(f'command override {item!r}: {name} takes LOW:HIGH, LOW <= HIGH')
+            s_low, s_high = spec.COMMAND_RANGES[name]
+            if not s_low <= numbers[0] <= numbers[-1] <= s_high:  # the policy file would refuse it
+                raise ValueError(
+                    f'command override {item!r}: {name} must lie within the robot command range '
+                    f'[{s_low}, {s_high}]'
+                )
             ranges[name] = (numbers[0], numbers[-1])
         elif name in ('zero_share', 'resample_s', 'min_speed') and len(numbers) == 1:
             out[name] = numbers[0]
@@ -101,5 +107,15 @@ def parse_overrides(items):
             )
     if not 0.0 <= out.get('zero_share', 0.0) <= 1.0 or out.get('resample_s', 1.0) <= 0.0:
         raise ValueError('command overrides: zero_share must be in [0, 1], resample_s positive')
+    min_speed = out.get('min_speed', CommandConfig.min_speed)
+    if min_speed < 0.0:
+        raise ValueError(f'command override min_speed={min_speed}: must be >= 0')
+    # the sampler zeroes planar commands below min_speed: a fixed slow command would train on 0
+    fastest = math.hypot(*(max(abs(v) for v in ranges[k]) for k in ('vx', 'vy')))
+    if 0.0 < fastest < min_speed:
+        raise ValueError(
+            f'command overrides: every planar command is below min_speed {min_speed} m/s and '
+            'would be replaced by 0 (lower min_speed, e.g. --command min_speed=0)'
+        )
     out['ranges'] = ranges
     return out
