@@ -214,8 +214,9 @@ def run(args):
         steps.append(('run_start', True, run_start))
     finally:
         op.close()
-        stop_stack(stack)
+        stack_code = stop_stack(stack)
         log.close()
+    steps.append(('stack_exit', stack_code == 0, stack_code))
     return report(out, schedule, samples, heights, steps, transitions, walking, say, args.backend)
 
 
@@ -237,8 +238,13 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say, ba
     """Print the table, write the PNG, return (exit code, result)."""
     from loco_policy import plot_png
 
-    with open(os.path.join(out, 'policy_stats.json')) as handle:
-        stats = json.load(handle)
+    try:
+        with open(os.path.join(out, 'policy_stats.json')) as handle:
+            stats = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise RuntimeError(
+            f'policy_node left no run summary ({error}); it did not stop cleanly, see launch.log'
+        ) from None
     errors = demo_metrics.segment_errors(samples, [s.name for s in schedule])
     modes = stats.get('mode_history', [])
     n_falls = demo_metrics.falls(heights, modes)
@@ -302,10 +308,13 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say, ba
         'bag_counts': counts,
         'plot': png,
     }
-    code = 0 if n_falls == 0 and loop_ok and not run_faults else 1
+    stack_code = next(s[2] for s in steps if s[0] == 'stack_exit')
+    result['stack_exit_code'] = stack_code
+    code = 0 if n_falls == 0 and loop_ok and not run_faults and stack_code == 0 else 1
     if code:
         reasons = (['the robot fell'] if n_falls else []) + [f'fault: {f}' for f in run_faults]
         reasons += [] if loop_ok else ['loop rate missed']
+        reasons += [] if stack_code == 0 else ['a node did not stop cleanly (see launch.log)']
         say('FAILED: ' + '; '.join(reasons))
     return code, result
 

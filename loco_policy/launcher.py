@@ -103,7 +103,7 @@ class Launcher:
                     pass
 
     def stop(self):
-        """SIGINT every node, then SIGTERM, then SIGKILL, each after GRACE seconds."""
+        """SIGINT every node, then SIGTERM, then SIGKILL, each after GRACE seconds; exit codes."""
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             self._signal_all(sig)
             deadline = time.monotonic() + GRACE
@@ -120,6 +120,7 @@ class Launcher:
         self._signal_groups(signal.SIGKILL)
         codes = {name: p.returncode for name, p in self.procs.items()}
         self.say('loco-launch', f'stopped: exit codes {codes}')
+        return codes
 
     def _signal_groups(self, sig):
         """Send sig to every node's process group regardless of the leader's state."""
@@ -155,8 +156,12 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, request_stop)
     launcher.start()
     code = launcher.wait(duration)
-    launcher.stop()
-    return code
+    # 0, or ended by the SIGINT it was sent (still starting up, before rclpy handles SIGINT);
+    # anything else is a crash or a hang on the way out, and a failure (negative: the signal)
+    unclean = {n: c for n, c in launcher.stop().items() if c not in (0, -signal.SIGINT)}
+    if unclean:
+        launcher.say('loco-launch', f'nodes that did not stop cleanly: {unclean}')
+    return code or (1 if unclean else 0)
 
 
 if __name__ == '__main__':

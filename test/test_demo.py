@@ -28,6 +28,7 @@ def test_demo_without_a_policy_stands_and_says_so(request, tmp_path):
         SHIPPED_POLICY
     )
     assert summary['policy_loaded'] is False and summary['tracks_commands'] is None
+    assert summary['stack_exit_code'] == 0  # every node stopped cleanly on Ctrl-C
     assert summary['falls'] == 0 and summary['faults'] == []
     # a loaded machine may trip the watchdog while the graph starts; the demo then resets, as an
     # operator would, and says so: allow exactly that, and nothing else, before the stand

@@ -17,14 +17,13 @@ PERIOD, LEAD = 0.02, 0.002  # s
 @pytest.mark.parametrize('busy', [True, False])
 def test_warms_once_per_expected_tick_inside_the_window(request, busy):
     import rclpy
-    from rclpy.context import Context
     from rclpy.node import Node
 
     class Ticker(Node):
         """Ticks every PERIOD from a 1 ms timer; records warm-ups against the expectation."""
 
-        def __init__(self, context):
-            super().__init__('ticker', context=context)
+        def __init__(self):
+            super().__init__('ticker')
             self.first = time.monotonic() + 0.05
             self.ticks, self.warms = [], []  # monotonic s; (s, expected s)
             self.create_timer(0.001, self.check)
@@ -42,9 +41,8 @@ def test_warms_once_per_expected_tick_inside_the_window(request, busy):
 
     env = isolated_ros_env(request.node.name)
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = env['ROS_AUTOMATIC_DISCOVERY_RANGE']
-    context = Context()
-    rclpy.init(context=context, domain_id=int(env['ROS_DOMAIN_ID']))
-    node = Ticker(context)
+    rclpy.init(domain_id=int(env['ROS_DOMAIN_ID']))  # the default context: spin_warm uses
+    node = Ticker()  # rclpy's global executor, as rclpy.spin does
     errors = []
 
     def spin():
@@ -58,7 +56,7 @@ def test_warms_once_per_expected_tick_inside_the_window(request, busy):
     thread = threading.Thread(target=spin)
     thread.start()
     time.sleep(0.5)
-    rclpy.shutdown(context=context)
+    rclpy.shutdown()
     thread.join(5.0)
     node.destroy_node()
     assert not thread.is_alive() and not errors, errors

@@ -44,8 +44,10 @@ def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
         (spin or rclpy.spin)(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    except RCLError:
-        if rclpy.ok():  # a publish racing the shutdown is fine; anything else is not
+    except (RCLError, RuntimeError):
+        # a publish or a message take racing the shutdown (Ctrl-C destroys the node's entities
+        # from rclpy's signal handler) is fine; anything else is not
+        if rclpy.ok():
             raise
     finally:
         if on_exit is not None:

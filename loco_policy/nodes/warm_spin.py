@@ -15,7 +15,6 @@ The node provides next_tick_expected() (monotonic s or None) and warm() -> bool.
 import time
 
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
 
 IDLE_WAIT = 0.005
 """Longest blocking wait (s) outside the window, so a new expectation is seen in time."""
@@ -29,11 +28,14 @@ def spin_warm(node, lead, busy=True):
     if lead <= 0:
         rclpy.spin(node)
         return
-    executor = SingleThreadedExecutor(context=node.context)
+    # rclpy's global executor, as rclpy.spin uses: the context's shutdown (Ctrl-C, SIGTERM)
+    # shuts it down. A private executor shut down here, or left to the garbage collector with
+    # its wait generator, crashed the process at exit (SIGSEGV) in about 1 run in 15.
+    executor = rclpy.get_global_executor()
     executor.add_node(node)
     warmed_for, polling = None, False  # the expected tick time warmed for; whether it ran
     try:
-        while rclpy.ok(context=node.context):
+        while executor.context.ok():
             expected = node.next_tick_expected()
             now = time.monotonic()
             if expected is None or now > expected + lead:  # no schedule, or the tick is late
@@ -48,4 +50,3 @@ def spin_warm(node, lead, busy=True):
             executor.spin_once(timeout_sec=0.0 if polling else expected + lead - now)
     finally:
         executor.remove_node(node)
-        executor.shutdown()
