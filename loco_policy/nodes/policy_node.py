@@ -77,9 +77,7 @@ class PolicyNode(Node):
         self.declare_parameter('tick_source', TICK_SOURCES[0])
         self.declare_parameter('cpu_affinity', '', any_type())  # e.g. '1': pin the node to CPU 1
         self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
-        self.declare_parameter(
-            'warm_lead', 0.001, any_type()
-        )  # s awake and warmed before a tick; 0: off
+        self.declare_parameter('warm_lead', 0.001, any_type())  # s warmed before a tick; 0: off
         names = [
             *vars(defaults),
             'policy',

@@ -41,9 +41,7 @@ class SimRobot(Node):
         self.declare_parameter('command_timeout', 0.5)  # s without commands -> damping only
         self.declare_parameter('publishing', True)  # false: sensors silent (watchdog tests)
         self.declare_parameter('realtime_priority', 0)  # SCHED_FIFO 1-99, as a robot's driver
-        self.declare_parameter(
-            'publish_lead', 0.001, any_type()
-        )  # s woken early to publish on the clock
+        self.declare_parameter('publish_lead', 0.001, any_type())  # s woken before publishing
         self.declare_parameter('cpu_affinity', '', any_type())  # e.g. '0': pin the node to CPU 0
         self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
         get = lambda name: self.get_parameter(name).value  # noqa: E731

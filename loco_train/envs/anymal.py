@@ -101,8 +101,6 @@ class AnymalEnv:
         self.commands = CommandSampler(
             self.num_envs, self.cfg.commands, self.device, self.generator
         )
-        self.command_ranges = {k: list(map(float, v)) for k, v in self.cfg.commands.ranges.items()}
-        """vx, vy, wz: [low, high] the commands are drawn from; the exported contract's ranges."""
         self.air_time = FeetAirTime(self.num_envs, device=self.device)
         self.noise = torch.as_tensor(
             randomization.noise_scale(self.cfg.randomization),
@@ -124,6 +122,11 @@ class AnymalEnv:
         self.reset()
 
     # -- state helpers ------------------------------------------------------------------------
+    @property
+    def command_ranges(self):
+        """vx, vy, wz: [low, high] the commands are drawn from; the exported contract's ranges."""
+        return {k: [float(v) for v in r] for k, r in self.cfg.commands.ranges.items()}
+
     def _state(self):
         """(qpos (N, 19), qvel (N, 18)) of the simulator as float32 torch tensors."""
         qpos, qvel = self.sim.get_state()
