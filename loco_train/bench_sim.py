@@ -22,6 +22,9 @@ def add_arguments(parser):
     parser.add_argument('--contact', default='smooth', help='smooth, hard, soft or none')
     parser.add_argument('--device', default='cpu', help="warp device: 'cpu' or 'cuda'")
     parser.add_argument('--dtype', default='float32', help='float32 or float64')
+    parser.add_argument(
+        '--adjoint', default='hand', help="reverse of the solves and PGS: 'hand' or 'auto'"
+    )
     parser.add_argument('--seconds', type=float, default=3.0, help='time budget per measurement')
     parser.add_argument('--window', type=int, default=8, help='control steps per backward pass')
     parser.add_argument('--quick', action='store_true', help='N = 1 and 16, short timings')
@@ -55,7 +58,9 @@ def _warp_rates(model, n, args):
     from loco_train.sim import Simulator
     from loco_train.sim.torch_bridge import TorchSim
 
-    sim = Simulator(model, n, contact=args.contact, device=args.device, dtype=args.dtype)
+    sim = Simulator(
+        model, n, contact=args.contact, device=args.device, dtype=args.dtype, adjoint=args.adjoint
+    )
     sim.set_params(kp=spec.KP, kd=spec.KD, tau_max=spec.TORQUE_LIMIT)
     qpos = np.tile(default_qpos(), (n, 1))
     sim.set_state(qpos, np.zeros((n, model.nv)))
@@ -64,9 +69,10 @@ def _warp_rates(model, n, args):
     bufs = sim.substep_buffers()
     substeps = sim.config.substeps
 
-    def forward():
+    def forward():  # the same window as forward_backward: from the reset state, state chained
+        q, v = sim.qpos, sim.qvel
         for _ in range(args.window):
-            sim.control_step(sim.qpos, sim.qvel, target, tau_ff, applied, sim.params, bufs)
+            q, v, _ = sim.control_step(q, v, target, tau_ff, applied, sim.params, bufs)
         wp.synchronize_device(sim.device)
 
     ts = TorchSim(sim)
@@ -199,6 +205,7 @@ def run(args):
         'device': args.device,
         'contact': args.contact,
         'dtype': args.dtype,
+        'adjoint': args.adjoint,
         'dt': config.dt,
         'substeps': config.substeps,
         'warp_env_substeps_per_s': warp,

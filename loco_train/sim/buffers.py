@@ -5,13 +5,31 @@ from types import SimpleNamespace
 import warp as wp
 
 
-def substep_buffers(spec, sp, num_envs, iterations, contact, device, requires_grad):
-    """Allocate the arrays one substep writes (shapes in the kernels' comments)."""
+def substep_buffers(
+    spec, sp, num_envs, iterations, contact, device, requires_grad, solver_grads, shared=None
+):
+    """Allocate the arrays one substep writes (shapes in the kernels' comments).
+
+    solver_grads: whether the factor, the solves' intermediates and the PGS work arrays need
+    gradients too (Warp's generated adjoints; the hand-written ones never read them).
+    shared: dict of partial sums that only the generated adjoints read back, shared by every
+    substep that uses it (None: this substep owns its own).
+    """
     n, nq, nv, nb, nu, nc = num_envs, spec.nq, spec.nv, spec.nbody, spec.nu, spec.ncontact
     Float, Vec3, Vec6, Mat33, Quat = sp.Float, sp.Vec3, sp.Vec6, sp.Mat33, sp.Quat
 
-    def new(shape, dtype=Float):
-        return wp.zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    def new(shape, dtype=Float, grad=requires_grad):
+        return wp.zeros(shape, dtype=dtype, device=device, requires_grad=grad)
+
+    def work(shape, dtype=Float):
+        return new(shape, dtype, solver_grads)
+
+    def partial(name, shape, dtype=Float):
+        if shared is None:
+            return work(shape, dtype)
+        if name not in shared:
+            shared[name] = new(shape, dtype, False)
+        return shared[name]
 
     buf = SimpleNamespace(
         qmid=new((n, nq)),
@@ -32,11 +50,11 @@ def substep_buffers(spec, sp, num_envs, iterations, contact, device, requires_gr
         bias=new((n, nv)),
         tau=new((n, max(nu, 1))),
         f=new((n, nv)),
-        S=new((n, nv, nv)),
-        L=new((n, nv, nv)),
-        sy=new((n, nv)),
-        y=new((n, nv)),
-        sx=new((n, nv)),
+        S=partial('S', (n, nv, nv)),
+        L=work((n, nv, nv)),
+        sy=partial('sy', (n, nv)),
+        y=partial('y', (n, nv)),
+        sx=partial('sx', (n, nv)),
         qacc=new((n, nv)),
         qvel_free=new((n, nv)),
         force=new((n, max(nc, 1)), Vec3),
@@ -53,16 +71,16 @@ def substep_buffers(spec, sp, num_envs, iterations, contact, device, requires_gr
         buf.H_soft = new((n, nv, nv))
         buf.local = new((n, nc), Vec3)
     if contact in ('hard', 'smooth') and nc:
-        buf.SY = new((n, nv, nc), Vec3)
-        buf.Y = new((n, nv, nc), Vec3)
+        buf.SY = partial('SY', (n, nv, nc), Vec3)
+        buf.Y = work((n, nv, nc), Vec3)
         buf.G = new((n, nc, nc), Mat33)
         buf.b = new((n, nc), Vec3)
-        buf.weight = new((n, nc))
-        buf.rinv = new((n, nc), Vec3)
-        buf.U = new((n, iterations, nc), Vec3)
+        buf.weight = work((n, nc))
+        buf.rinv = work((n, nc), Vec3)
+        buf.U = work((n, iterations, nc), Vec3)
         buf.lam = new((n, iterations + 1, nc), Vec3)
-        buf.sdv = new((n, nv))
-        buf.dv = new((n, nv))
+        buf.sdv = partial('sdv', (n, nv))
+        buf.dv = work((n, nv))
     return buf
 
 

@@ -5,6 +5,9 @@ from dataclasses import dataclass
 CONTACT_MODELS = ('smooth', 'hard', 'soft', 'none')
 """Contact models: analytically smoothed hard contact, hard contact, penalty contact, no ground."""
 
+ADJOINTS = ('hand', 'auto')
+"""Reverse passes of the linear algebra and PGS: hand-written kernels, or Warp's generated ones."""
+
 
 @dataclass
 class SimConfig:
@@ -26,6 +29,9 @@ class SimConfig:
     """Smooth: distance (m) where the contact weight is 1/2; hard: activation margin (m)."""
     pgs_iterations: int = 10
     """Fixed projected Gauss-Seidel iteration count (unrolled, so the tape differentiates it)."""
+    adjoint: str = 'hand'
+    """Reverse pass of the solves and PGS: 'hand' (written kernels, gradients to H, not its
+    factor) or 'auto' (Warp's generated adjoints of the same forward kernels; a cross-check)."""
     erp: float = 0.2
     """Fraction of penetration removed per substep by the contact velocity target (hard/smooth)."""
     soft_stiffness: float = 2.0e4
@@ -46,6 +52,8 @@ class SimConfig:
             raise ValueError(f'contact model {self.contact!r} not in {CONTACT_MODELS}')
         if self.dtype not in ('float32', 'float64'):
             raise ValueError(f'dtype {self.dtype!r} must be float32 or float64')
+        if self.adjoint not in ADJOINTS:
+            raise ValueError(f'adjoint {self.adjoint!r} not in {ADJOINTS}')
         if self.substeps < 1 or self.control_dt <= 0.0 or self.pgs_iterations < 1:
             raise ValueError('substeps, pgs_iterations and control_dt must be positive')
         return self

@@ -12,6 +12,7 @@ from loco_train.sim import (
     contact,
     integrator,
     kinematics,
+    linear_adjoint,
     mass_matrix,
     pgs,
     soft_contact,
@@ -30,6 +31,6 @@ def kernel_set(dtype):
     merged = {}
     for part in (kinematics, mass_matrix, bias_forces, cholesky, actuator, integrator, contact):
         merged.update(vars(part.build(sp, module)))
-    for part in (pgs, soft_contact):
+    for part in (pgs, soft_contact, linear_adjoint):
         merged.update(vars(part.build(sp, module)))
     return SimpleNamespace(sp=sp, module=module, **merged)

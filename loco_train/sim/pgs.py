@@ -130,4 +130,136 @@ def build(sp, module):
             x = lam[e, last, c] / dt
             force[e, c] = x[0] * md.ground_normal + x[1] * md.ground_t1 + x[2] * md.ground_t2
 
-    return SimpleNamespace(pgs_solve=pgs_solve, apply_impulses=apply_impulses)
+    @wp.kernel(module=module, enable_backward=False)
+    def pgs_adjoint(
+        G: wp.array3d(dtype=Mat33),  # (N, nc, nc) Delassus blocks
+        phi: wp.array2d(dtype=Float),  # (N, nc) signed distances (m)
+        mu: wp.array(dtype=Float),  # (N,) friction coefficient
+        smooth: int,  # 1: smooth weights and targets; 0: hard
+        kappa: Float,  # sigmoid sharpness (1/m)
+        erp: Float,  # penetration fraction removed per step
+        dt: Float,  # time step (s)
+        weight: wp.array2d(dtype=Float),  # (N, nc) contact weights of the forward pass
+        rinv: wp.array2d(dtype=Vec3),  # (N, nc) step sizes of the forward pass
+        U: wp.array3d(dtype=Vec3),  # (N, iterations, nc) contact velocities of the forward pass
+        lam: wp.array3d(dtype=Vec3),  # (N, iterations + 1, nc) impulse history
+        lam_grad: wp.array3d(dtype=Vec3),  # (N, iterations + 1, nc) in: last slice; overwritten
+        u_grad: wp.array3d(dtype=Vec3),  # (N, iterations, nc) scratch: adjoint of each U
+        G_grad: wp.array3d(dtype=Mat33),  # (N, nc, nc) accumulated
+        b_grad: wp.array2d(dtype=Vec3),  # (N, nc) accumulated
+        phi_grad: wp.array2d(dtype=Float),  # (N, nc) accumulated
+        mu_grad: wp.array(dtype=Float),  # (N,) accumulated
+    ):
+        """Reverse of pgs_solve: the unrolled updates in reverse order from the stored history."""
+        e = wp.tid()
+        zero = Float(0.0)
+        one = Float(1.0)
+        nc = G.shape[1]
+        iterations = U.shape[1]
+        for r in range(iterations):
+            it = iterations - 1 - r
+            for rc in range(nc):
+                c = nc - 1 - rc
+                # replay the update (it, c) from its stored inputs
+                u = U[e, it, c]
+                lo = lam[e, it, c]
+                g = G[e, c, c]
+                ri = rinv[e, c]
+                w = weight[e, c]
+                target = erp * wp.max(-phi[e, c], zero) / dt
+                if smooth == 0:
+                    target = target - Float(2.0) * wp.max(phi[e, c], zero) / dt
+                x_n = lo[0] - ri[0] * (u[0] - target)
+                n = w * wp.max(x_n, zero)
+                dn = n - lo[0]
+                u1 = u[1] + g[1, 0] * dn
+                u2 = u[2] + g[2, 0] * dn
+                det = g[1, 1] * g[2, 2] - g[1, 2] * g[2, 1]
+                p1 = g[2, 2] * u1 - g[1, 2] * u2
+                p2 = g[1, 1] * u2 - g[2, 1] * u1
+                x1 = lo[1] - p1 / det
+                x2 = lo[2] - p2 / det
+                slide = x1 * x1 + x2 * x2 > mu[e] * mu[e] * n * n
+                if slide:
+                    x1 = lo[1] - ri[1] * u1
+                    x2 = lo[2] - ri[2] * u2
+                t = wp.sqrt(x1 * x1 + x2 * x2 + Float(1.0e-20))
+                s = wp.min(one, mu[e] * n / t)
+                # reverse of lambda = (n, x1 s, x2 s)
+                out = lam_grad[e, it + 1, c]
+                x1b = out[1] * s
+                x2b = out[2] * s
+                nb = out[0]
+                if mu[e] * n / t < one:
+                    sb = out[1] * x1 + out[2] * x2
+                    mu_grad[e] = mu_grad[e] + sb * n / t
+                    nb = nb + sb * mu[e] / t
+                    tb = -sb * mu[e] * n / (t * t)
+                    x1b = x1b + tb * x1 / t
+                    x2b = x2b + tb * x2 / t
+                lob = Vec3(zero, x1b, x2b)
+                gb = Mat33()
+                rib = Vec3(zero, zero, zero)
+                if slide:
+                    u1b = -ri[1] * x1b
+                    u2b = -ri[2] * x2b
+                    rib = Vec3(zero, -x1b * u1, -x2b * u2)
+                else:
+                    p1b = -x1b / det
+                    p2b = -x2b / det
+                    detb = (x1b * p1 + x2b * p2) / (det * det)
+                    u1b = g[2, 2] * p1b - g[2, 1] * p2b
+                    u2b = g[1, 1] * p2b - g[1, 2] * p1b
+                    gb[2, 2] = p1b * u1 + detb * g[1, 1]
+                    gb[1, 1] = p2b * u2 + detb * g[2, 2]
+                    gb[1, 2] = -p1b * u2 - detb * g[2, 1]
+                    gb[2, 1] = -p2b * u1 - detb * g[1, 2]
+                # u1 = u_1 + g10 dn, u2 = u_2 + g20 dn, dn = n - lo_n
+                gb[1, 0] = u1b * dn
+                gb[2, 0] = u2b * dn
+                dnb = u1b * g[1, 0] + u2b * g[2, 0]
+                nb = nb + dnb
+                # n = w max(x_n, 0), x_n = lo_n - r_n (u_n - target)
+                xnb = wp.where(x_n > zero, nb * w, zero)
+                wb = nb * wp.max(x_n, zero)
+                lob = lob + Vec3(xnb - dnb, zero, zero)
+                rib = rib + Vec3(-xnb * (u[0] - target), zero, zero)
+                ub = Vec3(-ri[0] * xnb, u1b, u2b)
+                targetb = ri[0] * xnb
+                phib = zero
+                if phi[e, c] < zero:
+                    phib = phib - targetb * erp / dt
+                if smooth == 0 and phi[e, c] > zero:
+                    phib = phib - targetb * Float(2.0) / dt
+                if smooth == 1:  # w = sigmoid(-kappa (phi - offset)), exactly 0 where clamped
+                    phib = phib - wb * kappa * w * (one - w)
+                phi_grad[e, c] = phi_grad[e, c] + phib
+                # step sizes: r_n = 1 / g00, r_t = 2 / (g11 + g22)
+                gb[0, 0] = -rib[0] * ri[0] * ri[0]
+                rt = -(rib[1] + rib[2]) * ri[1] * ri[1] / Float(2.0)
+                gb[1, 1] = gb[1, 1] + rt
+                gb[2, 2] = gb[2, 2] + rt
+                G_grad[e, c, c] = G_grad[e, c, c] + gb
+                # u = b_c + sum_c2 G[c, c2] lambda_c2 (new impulses before c, old from c on)
+                b_grad[e, c] = b_grad[e, c] + ub
+                u_grad[e, it, c] = ub
+                lam_grad[e, it, c] = lam_grad[e, it, c] + lob
+                for c2 in range(nc):
+                    k = it
+                    if c2 < c:
+                        k = it + 1
+                    lam_grad[e, k, c2] = lam_grad[e, k, c2] + wp.transpose(G[e, c, c2]) * ub
+        # G[c, c2] multiplied the impulse of c2 in every update of c: one sum per block
+        for c in range(nc):
+            for c2 in range(nc):
+                acc = Mat33()
+                for it in range(iterations):
+                    k = it
+                    if c2 < c:
+                        k = it + 1
+                    acc = acc + wp.outer(u_grad[e, it, c], lam[e, k, c2])
+                G_grad[e, c, c2] = G_grad[e, c, c2] + acc
+
+    return SimpleNamespace(
+        pgs_solve=pgs_solve, apply_impulses=apply_impulses, pgs_adjoint=pgs_adjoint
+    )

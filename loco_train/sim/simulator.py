@@ -12,6 +12,8 @@ impulse-based contact has no stiffness limit); 0.0025 s (8 substeps) is recommen
 model with stiffness above 5e4 N/m.
 """
 
+from types import SimpleNamespace
+
 import numpy as np
 import warp as wp
 
@@ -22,6 +24,11 @@ from loco_train.sim.model import model_spec
 
 PARAMS = ('kp', 'kd', 'tau_max', 'armature', 'mass_offset', 'mu')
 """Per-environment parameters: (N, nu) gains, limits, armature; (N,) base mass offset, friction."""
+
+
+def _active_tape():
+    """The warp.Tape recording now, or None (Warp keeps it on its runtime, with no accessor)."""
+    return wp._src.context.runtime.tape
 
 
 def _host(x, dtype):
@@ -56,6 +63,8 @@ class Simulator:
         self.set_params(**self.default_params())
         self._substeps = None
         self._observe = None
+        self._adjoint_scratch = None
+        self._partials = {}  # forward partial sums nothing reads back, shared by all substeps
         self.invalid = np.zeros(self.num_envs, dtype=bool)
         """(N,) True where the state became non-finite or implausible (terminate those envs)."""
         qpos = np.tile(model.qpos0, (self.num_envs, 1))
@@ -168,6 +177,8 @@ class Simulator:
                 c.contact,
                 self.device,
                 requires_grad,
+                requires_grad and c.adjoint == 'auto',
+                None if requires_grad and c.adjoint == 'auto' else self._partials,
             )  # fmt: skip
             for _ in range(c.substeps)
         ]
@@ -182,6 +193,38 @@ class Simulator:
             kernel, dim=dim or self.num_envs, inputs=inputs, outputs=outputs,
             device=self.device, record_tape=record_tape,
         )  # fmt: skip
+
+    def _reverse(self, tape, kernel, args, arrays):
+        """Record a hand-written adjoint `kernel` (one thread per env) on `tape`'s backward pass.
+
+        `arrays`: those whose gradients it reads or writes (the tape zeroes them on reset).
+        """
+        device, n = self.device, self.num_envs
+
+        def backward():
+            wp.launch(kernel, dim=n, inputs=args, device=device, record_tape=False)
+
+        tape.record_func(backward, arrays)
+
+    def _scratch(self):
+        """Work arrays of the hand-written adjoints, shared by all substeps (written first)."""
+        if self._adjoint_scratch is None:
+            n, nv, nc = self.num_envs, self.spec.nv, max(self.spec.ncontact, 1)
+            self._adjoint_scratch = SimpleNamespace(
+                z=wp.zeros((n, nv), dtype=self.sp.Float, device=self.device),
+                M=wp.zeros((n, nv, nc), dtype=self.sp.Vec3, device=self.device),
+                S=wp.zeros((n, nc, nc), dtype=self.sp.Mat33, device=self.device),
+                W=wp.zeros((n, nv, nc), dtype=self.sp.Vec3, device=self.device),
+                u=wp.zeros((n, self.config.pgs_iterations, nc), dtype=self.sp.Vec3,
+                           device=self.device),
+            )  # fmt: skip
+        return self._adjoint_scratch
+
+    def _grad(self, array):
+        """array.grad, or a throw-away gradient of its shape where it has none."""
+        if array.grad is not None:
+            return array.grad
+        return wp.zeros(array.shape, dtype=array.dtype, device=self.device)
 
     def _dynamics(self, qpos, buf, params):
         """Kinematics, com quantities, CRBA mass matrix and its Cholesky factor at `qpos`."""
@@ -241,28 +284,64 @@ class Simulator:
             [buf.tau],
         )  # fmt: skip
         self._launch(k.net_force, [buf.tau, buf.bias, qvel, md, applied, f_contact], [buf.f])
-        self._launch(k.cholesky_factor, [H], [buf.S, buf.L])
-        self._launch(k.cholesky_solve, [buf.L, buf.f], [buf.sy, buf.y, buf.sx, buf.qacc])
+        # the solves and PGS run off the tape when their hand-written reverse is recorded instead
+        tape = _active_tape()
+        hand = tape is not None and c.adjoint == 'hand' and buf.H.requires_grad
+        auto = not hand
+        self._launch(k.cholesky_factor, [H], [buf.S, buf.L], record_tape=auto)
+        self._launch(
+            k.cholesky_solve, [buf.L, buf.f], [buf.sy, buf.y, buf.sx, buf.qacc], record_tape=auto
+        )
+        if hand:
+            self._reverse(
+                tape, k.solve_adjoint,
+                [buf.L, buf.qacc, buf.qacc.grad, md, self._scratch().z, buf.f.grad, H.grad],
+                [buf.qacc, buf.f, H],
+            )  # fmt: skip
         self._launch(k.free_velocity, [qvel, buf.qacc, dt], [buf.qvel_free], dim=(n, nv))
         qvel_end = buf.qvel_free
         if has_contact and c.contact in ('hard', 'smooth'):
             nc = self.spec.ncontact
+            smooth = int(c.contact == 'smooth')
             self._launch(
                 k.delassus_columns, [buf.L, buf.J, buf.qvel_free], [buf.SY, buf.Y, buf.b],
-                dim=(n, nc),
+                dim=(n, nc), record_tape=auto,
             )  # fmt: skip
-            self._launch(k.delassus_blocks, [buf.Y], [buf.G], dim=(n, nc, nc))
+            self._launch(k.delassus_blocks, [buf.Y], [buf.G], dim=(n, nc, nc), record_tape=auto)
+            if hand:
+                scratch = self._scratch()
+                self._reverse(
+                    tape, k.delassus_adjoint,
+                    [buf.L, buf.Y, buf.J, buf.qvel_free, buf.G.grad, buf.b.grad, md, scratch.M,
+                     scratch.S, scratch.W, buf.J.grad, buf.qvel_free.grad, H.grad],
+                    [buf.G, buf.b, buf.J, buf.qvel_free, H],
+                )  # fmt: skip
             self._launch(
                 k.pgs_solve,
-                [buf.G, buf.b, buf.phi, params['mu'], int(c.contact == 'smooth'),
-                 sp.Float(c.kappa), sp.Float(c.contact_offset), sp.Float(c.erp), dt],
-                [buf.weight, buf.rinv, buf.U, buf.lam],
+                [buf.G, buf.b, buf.phi, params['mu'], smooth, sp.Float(c.kappa),
+                 sp.Float(c.contact_offset), sp.Float(c.erp), dt],
+                [buf.weight, buf.rinv, buf.U, buf.lam], record_tape=auto,
             )  # fmt: skip
+            if hand:
+                self._reverse(
+                    tape, k.pgs_adjoint,
+                    [buf.G, buf.phi, params['mu'], smooth, sp.Float(c.kappa), sp.Float(c.erp), dt,
+                     buf.weight, buf.rinv, buf.U, buf.lam, buf.lam.grad, self._scratch().u,
+                     buf.G.grad, buf.b.grad, buf.phi.grad, self._grad(params['mu'])],
+                    [buf.lam, buf.G, buf.b, buf.phi],
+                )  # fmt: skip
             self._launch(
                 k.apply_impulses,
                 [buf.L, buf.Y, buf.lam, buf.qvel_free, md, dt],
-                [buf.sdv, buf.dv, buf.qvel_out, buf.force],
+                [buf.sdv, buf.dv, buf.qvel_out, buf.force], record_tape=auto,
             )  # fmt: skip
+            if hand:
+                self._reverse(
+                    tape, k.impulse_adjoint,
+                    [buf.L, buf.J, buf.lam, buf.dv, buf.qvel_out.grad, buf.force.grad, md, dt,
+                     self._scratch().z, buf.qvel_free.grad, buf.lam.grad, buf.J.grad, H.grad],
+                    [buf.qvel_out, buf.force, buf.qvel_free, buf.lam, buf.J, H],
+                )  # fmt: skip
             qvel_end = buf.qvel_out
         self._launch(k.integrate_positions, [buf.qmid, qvel_end, half, md], [buf.qpos_out])
         return buf.qpos_out, qvel_end

@@ -1,0 +1,168 @@
+"""Hand-written adjoints of everything that solves with the Cholesky factor L of H.
+
+The forward kernels (factor, solve, Delassus columns and blocks, impulse update) run off the tape;
+their reverse is written here in terms of H itself, so no gradient ever reaches L and the
+factorisation needs no adjoint at all. With M = H^-1 J^T and S = G_bar + G_bar^T (blockwise):
+    x = H^-1 f:            z = H^-1 x_bar,   f_bar += z,            H_bar -= z x^T
+    G = J H^-1 J^T:        W = M S,          J_bar += W^T,          H_bar -= 1/2 M W^T
+    b = J qd_free:         J_bar += b_bar qd_free^T,  qd_free_bar += J^T b_bar
+    dv = H^-1 J^T lambda:  z = H^-1 dv_bar,  lambda_bar += J z,     J_bar += lambda z^T,
+                                             H_bar -= z dv^T
+H_bar is accumulated only on the ancestor pairs (i, j) where H can be non-zero (both triangles):
+the kernels that build H read nothing else back. Only the symmetric part of H_bar matters there,
+because H[i, j] and H[j, i] are always written from one value.
+"""
+
+from types import SimpleNamespace
+
+import warp as wp
+
+
+def build(sp, module):
+    """Kernels for one scalar type `sp`."""
+    Float, Vec3, Mat33 = sp.Float, sp.Vec3, sp.Mat33
+
+    @wp.func
+    def solve_into(
+        L: wp.array3d(dtype=Float), rhs: wp.array2d(dtype=Float), z: wp.array2d(dtype=Float), e: int
+    ):
+        """z[e] = H^-1 rhs[e] by forward then backward substitution, in place in z."""
+        n = L.shape[1]
+        for i in range(n):
+            s = rhs[e, i]
+            for k in range(i):
+                s = s - L[e, i, k] * z[e, k]
+            z[e, i] = s / L[e, i, i]
+        for r in range(n):
+            i = n - 1 - r
+            s = z[e, i]
+            for k in range(i + 1, n):
+                s = s - L[e, k, i] * z[e, k]
+            z[e, i] = s / L[e, i, i]
+        return 0
+
+    @wp.func
+    def subtract_outer(
+        H_grad: wp.array3d(dtype=Float),
+        z: wp.array2d(dtype=Float),
+        x: wp.array2d(dtype=Float),
+        md: sp.ModelData,
+        e: int,
+    ):
+        """H_bar[i, j] -= z_i x_j on every ancestor pair, both triangles."""
+        for i in range(md.nv):
+            for k in range(md.dof_nanc[i]):
+                j = md.dof_anc[i, k]
+                H_grad[e, i, j] = H_grad[e, i, j] - z[e, i] * x[e, j]
+                if j != i:
+                    H_grad[e, j, i] = H_grad[e, j, i] - z[e, j] * x[e, i]
+        return 0
+
+    @wp.kernel(module=module, enable_backward=False)
+    def solve_adjoint(
+        L: wp.array3d(dtype=Float),  # (N, nv, nv) Cholesky factor of H
+        x: wp.array2d(dtype=Float),  # (N, nv) the solve's result H^-1 f
+        x_grad: wp.array2d(dtype=Float),  # (N, nv)
+        md: sp.ModelData,
+        z: wp.array2d(dtype=Float),  # (N, nv) scratch: H^-1 x_bar
+        f_grad: wp.array2d(dtype=Float),  # (N, nv) accumulated
+        H_grad: wp.array3d(dtype=Float),  # (N, nv, nv) accumulated
+    ):
+        """Reverse of x = H^-1 f."""
+        e = wp.tid()
+        solve_into(L, x_grad, z, e)
+        for i in range(md.nv):
+            f_grad[e, i] = f_grad[e, i] + z[e, i]
+        subtract_outer(H_grad, z, x, md, e)
+
+    @wp.kernel(module=module, enable_backward=False)
+    def delassus_adjoint(
+        L: wp.array3d(dtype=Float),  # (N, nv, nv) Cholesky factor of H
+        Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-1 J^T
+        J: wp.array3d(dtype=Vec3),  # (N, nc, nv)
+        qvel_free: wp.array2d(dtype=Float),  # (N, nv)
+        G_grad: wp.array3d(dtype=Mat33),  # (N, nc, nc)
+        b_grad: wp.array2d(dtype=Vec3),  # (N, nc)
+        md: sp.ModelData,
+        M: wp.array3d(dtype=Vec3),  # (N, nv, nc) scratch: H^-1 J^T = L^-T Y
+        S: wp.array3d(dtype=Mat33),  # (N, nc, nc) scratch: G_bar + G_bar^T, blockwise
+        W: wp.array3d(dtype=Vec3),  # (N, nv, nc) scratch: M S
+        J_grad: wp.array3d(dtype=Vec3),  # (N, nc, nv) accumulated
+        qvel_free_grad: wp.array2d(dtype=Float),  # (N, nv) accumulated
+        H_grad: wp.array3d(dtype=Float),  # (N, nv, nv) accumulated
+    ):
+        """Reverse of G = J H^-1 J^T and b = J qd_free."""
+        e = wp.tid()
+        nv = L.shape[1]
+        nc = J.shape[1]
+        zero = Vec3(Float(0.0), Float(0.0), Float(0.0))
+        for c in range(nc):
+            for r in range(nv):
+                i = nv - 1 - r
+                s = Y[e, i, c]
+                for k in range(i + 1, nv):
+                    s = s - L[e, k, i] * M[e, k, c]
+                M[e, i, c] = s / L[e, i, i]
+        for c in range(nc):
+            for c2 in range(nc):
+                S[e, c, c2] = G_grad[e, c, c2] + wp.transpose(G_grad[e, c2, c])
+        for k in range(nv):
+            for c in range(nc):
+                w = zero
+                for c2 in range(nc):
+                    w = w + S[e, c, c2] * M[e, k, c2]
+                W[e, k, c] = w
+        for c in range(nc):
+            for kk in range(md.contact_ndof[c]):
+                j = md.contact_dofs[c, kk]
+                J_grad[e, c, j] = J_grad[e, c, j] + W[e, j, c] + b_grad[e, c] * qvel_free[e, j]
+                qvel_free_grad[e, j] = qvel_free_grad[e, j] + wp.dot(J[e, c, j], b_grad[e, c])
+        half = Float(0.5)
+        for i in range(nv):
+            for kk in range(md.dof_nanc[i]):
+                j = md.dof_anc[i, kk]
+                v = Float(0.0)
+                for c in range(nc):
+                    v = v + wp.dot(M[e, i, c], W[e, j, c])
+                H_grad[e, i, j] = H_grad[e, i, j] - half * v
+                if j != i:
+                    H_grad[e, j, i] = H_grad[e, j, i] - half * v
+
+    @wp.kernel(module=module, enable_backward=False)
+    def impulse_adjoint(
+        L: wp.array3d(dtype=Float),  # (N, nv, nv) Cholesky factor of H
+        J: wp.array3d(dtype=Vec3),  # (N, nc, nv)
+        lam: wp.array3d(dtype=Vec3),  # (N, iterations + 1, nc) impulse history
+        dv: wp.array2d(dtype=Float),  # (N, nv) H^-1 J^T lambda
+        qvel_out_grad: wp.array2d(dtype=Float),  # (N, nv)
+        force_grad: wp.array2d(dtype=Vec3),  # (N, nc)
+        md: sp.ModelData,
+        dt: Float,  # time step (s)
+        z: wp.array2d(dtype=Float),  # (N, nv) scratch: H^-1 dv_bar
+        qvel_free_grad: wp.array2d(dtype=Float),  # (N, nv) accumulated
+        lam_grad: wp.array3d(dtype=Vec3),  # (N, iterations + 1, nc) accumulated (last slice)
+        J_grad: wp.array3d(dtype=Vec3),  # (N, nc, nv) accumulated
+        H_grad: wp.array3d(dtype=Float),  # (N, nv, nv) accumulated
+    ):
+        """Reverse of qd+ = qd_free + H^-1 J^T lambda and force = lambda / dt (world)."""
+        e = wp.tid()
+        nc = J.shape[1]
+        last = lam.shape[1] - 1
+        solve_into(L, qvel_out_grad, z, e)
+        for i in range(md.nv):
+            qvel_free_grad[e, i] = qvel_free_grad[e, i] + qvel_out_grad[e, i]
+        for c in range(nc):
+            g = force_grad[e, c] / dt
+            a = Vec3(wp.dot(g, md.ground_normal), wp.dot(g, md.ground_t1), wp.dot(g, md.ground_t2))
+            for kk in range(md.contact_ndof[c]):
+                j = md.contact_dofs[c, kk]
+                a = a + J[e, c, j] * z[e, j]
+                J_grad[e, c, j] = J_grad[e, c, j] + lam[e, last, c] * z[e, j]
+            lam_grad[e, last, c] = lam_grad[e, last, c] + a
+        subtract_outer(H_grad, z, dv, md, e)
+
+    return SimpleNamespace(
+        solve_adjoint=solve_adjoint,
+        delassus_adjoint=delassus_adjoint,
+        impulse_adjoint=impulse_adjoint,
+    )
