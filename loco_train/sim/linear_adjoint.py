@@ -24,7 +24,10 @@ def build(sp, module):
 
     @wp.func
     def solve_into(
-        L: wp.array3d(dtype=Float), rhs: wp.array2d(dtype=Float), z: wp.array2d(dtype=Float), e: int
+        L: wp.array3d(dtype=Float),
+        rhs: wp.array2d(dtype=Float),
+        z: wp.array2d(dtype=Float),
+        e: int,
     ):
         """z[e] = H^-1 rhs[e] by forward then backward substitution, in place in z."""
         n = L.shape[1]
@@ -39,7 +42,6 @@ def build(sp, module):
             for k in range(i + 1, n):
                 s = s - L[e, k, i] * z[e, k]
             z[e, i] = s / L[e, i, i]
-        return 0
 
     @wp.func
     def subtract_outer(
@@ -56,7 +58,6 @@ def build(sp, module):
                 H_grad[e, i, j] = H_grad[e, i, j] - z[e, i] * x[e, j]
                 if j != i:
                     H_grad[e, j, i] = H_grad[e, j, i] - z[e, j] * x[e, i]
-        return 0
 
     @wp.kernel(module=module, enable_backward=False)
     def solve_adjoint(

@@ -69,34 +69,37 @@ def build(sp, module):
             lam[e, 0, c] = Vec3(zero, zero, zero)
         for it in range(iterations):
             for c in range(nc):
-                u = b[e, c]
-                for c2 in range(nc):
-                    if c2 < c:
-                        u = u + G[e, c, c2] * lam[e, it + 1, c2]
-                    else:
-                        u = u + G[e, c, c2] * lam[e, it, c2]
-                U[e, it, c] = u
-                lam_old = lam[e, it, c]
-                gcc = G[e, c, c]
-                # normal row: scalar step, then the weight
-                target = erp * wp.max(-phi[e, c], zero) / dt
-                if smooth == 0:
-                    target = target - Float(2.0) * wp.max(phi[e, c], zero) / dt
-                x_n = lam_old[0] - rinv[e, c][0] * (U[e, it, c][0] - target)
-                n = weight[e, c] * wp.max(x_n, zero)
-                # tangential rows at the new normal impulse: 2x2 gcc step if it sticks
-                dn = n - lam_old[0]
-                u1 = U[e, it, c][1] + gcc[1, 0] * dn
-                u2 = U[e, it, c][2] + gcc[2, 0] * dn
-                det = gcc[1, 1] * gcc[2, 2] - gcc[1, 2] * gcc[2, 1]
-                x1 = lam_old[1] - (gcc[2, 2] * u1 - gcc[1, 2] * u2) / det
-                x2 = lam_old[2] - (gcc[1, 1] * u2 - gcc[2, 1] * u1) / det
-                if x1 * x1 + x2 * x2 > mu[e] * mu[e] * n * n:
-                    x1 = lam_old[1] - rinv[e, c][1] * u1
-                    x2 = lam_old[2] - rinv[e, c][2] * u2
-                t = wp.sqrt(x1 * x1 + x2 * x2 + Float(1.0e-20))
-                scale = wp.min(Float(1.0), mu[e] * n / t)
-                lam[e, it + 1, c] = Vec3(n, x1 * scale, x2 * scale)
+                if weight[e, c] == zero:  # off the ground: the update gives exactly 0
+                    lam[e, it + 1, c] = Vec3(zero, zero, zero)
+                else:
+                    u = b[e, c]
+                    for c2 in range(nc):
+                        if c2 < c:
+                            u = u + G[e, c, c2] * lam[e, it + 1, c2]
+                        else:
+                            u = u + G[e, c, c2] * lam[e, it, c2]
+                    U[e, it, c] = u
+                    lam_old = lam[e, it, c]
+                    gcc = G[e, c, c]
+                    # normal row: scalar step, then the weight
+                    target = erp * wp.max(-phi[e, c], zero) / dt
+                    if smooth == 0:
+                        target = target - Float(2.0) * wp.max(phi[e, c], zero) / dt
+                    x_n = lam_old[0] - rinv[e, c][0] * (U[e, it, c][0] - target)
+                    n = weight[e, c] * wp.max(x_n, zero)
+                    # tangential rows at the new normal impulse: 2x2 gcc step if it sticks
+                    dn = n - lam_old[0]
+                    u1 = U[e, it, c][1] + gcc[1, 0] * dn
+                    u2 = U[e, it, c][2] + gcc[2, 0] * dn
+                    det = gcc[1, 1] * gcc[2, 2] - gcc[1, 2] * gcc[2, 1]
+                    x1 = lam_old[1] - (gcc[2, 2] * u1 - gcc[1, 2] * u2) / det
+                    x2 = lam_old[2] - (gcc[1, 1] * u2 - gcc[2, 1] * u1) / det
+                    if x1 * x1 + x2 * x2 > mu[e] * mu[e] * n * n:
+                        x1 = lam_old[1] - rinv[e, c][1] * u1
+                        x2 = lam_old[2] - rinv[e, c][2] * u2
+                    t = wp.sqrt(x1 * x1 + x2 * x2 + Float(1.0e-20))
+                    scale = wp.min(Float(1.0), mu[e] * n / t)
+                    lam[e, it + 1, c] = Vec3(n, x1 * scale, x2 * scale)
 
     @wp.kernel(module=module)
     def apply_impulses(
@@ -160,6 +163,9 @@ def build(sp, module):
             it = iterations - 1 - r
             for rc in range(nc):
                 c = nc - 1 - rc
+                if weight[e, c] == zero:  # skipped in the forward pass: no dependence
+                    u_grad[e, it, c] = Vec3(zero, zero, zero)
+                    continue
                 # replay the update (it, c) from its stored inputs
                 u = U[e, it, c]
                 lo = lam[e, it, c]
