@@ -6,6 +6,10 @@ One control step = `substeps` Moreau steps of dt = control_dt / substeps:
     qd_free = qd + dt H^-1 (tau - h - damping qd)       (Cholesky solve, no inverse)
     qd+ = qd_free + H^-1 J^T lambda                     (PGS impulses; soft: forces in the solve)
     q+ = q_mid + dt/2 qd+                               (second half step, quaternion normalised)
+On a recording warp.Tape, with buffers allocated for gradients and adjoint='hand' (the default),
+the factor, solves, Delassus operator, PGS and impulse update run off the tape and their
+hand-written reverse passes are recorded in their place (linear_adjoint.py, pgs.pgs_adjoint);
+adjoint='auto' records the kernels themselves.
 dt = 0.005 s by default (4 substeps per 20 ms control step): stable for ANYmal's stiffest
 dynamics (PD gains kp 80 N m/rad on ~0.01 kg m^2 links give natural periods of ~70 ms, and
 impulse-based contact has no stiffness limit); 0.0025 s (8 substeps) is recommended for the soft
@@ -286,7 +290,8 @@ class Simulator:
         self._launch(k.net_force, [buf.tau, buf.bias, qvel, md, applied, f_contact], [buf.f])
         # the solves and PGS run off the tape when their hand-written reverse is recorded instead
         tape = _active_tape()
-        hand = tape is not None and c.adjoint == 'hand' and buf.H.requires_grad
+        # decided by the buffers' layout (set from config.adjoint when they were allocated)
+        hand = tape is not None and buf.H.requires_grad and not buf.L.requires_grad
         auto = not hand
         self._launch(k.cholesky_factor, [H], [buf.S, buf.L], record_tape=auto)
         self._launch(
@@ -328,7 +333,8 @@ class Simulator:
                     [buf.G, buf.phi, params['mu'], smooth, sp.Float(c.kappa), sp.Float(c.erp), dt,
                      buf.weight, buf.rinv, buf.U, buf.lam, buf.lam.grad, self._scratch().u,
                      buf.G.grad, buf.b.grad, buf.phi.grad, self._grad(params['mu'])],
-                    [buf.lam, buf.G, buf.b, buf.phi],
+                    [buf.lam, buf.G, buf.b, buf.phi]
+                    + ([params['mu']] if params['mu'].grad is not None else []),
                 )  # fmt: skip
             self._launch(
                 k.apply_impulses,
