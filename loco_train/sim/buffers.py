@@ -4,6 +4,24 @@ from types import SimpleNamespace
 
 import warp as wp
 
+CROSSING = ('qpos_out', 'qvel_out', 'qvel_free', 'force')
+"""A substep's arrays read after its own reverse pass (next substep, torch): own gradients."""
+
+
+def share_gradients(buf, grads):
+    """Point the gradient of every array of `buf` but CROSSING into `grads` (name -> array).
+
+    The gradient of a substep's intermediate lives only during that substep's reverse pass, so
+    one set serves every substep, zeroed as each reverse pass begins; it stays in cache.
+    """
+    for name, array in vars(buf).items():
+        if array.grad is None or name in CROSSING:
+            continue
+        if name not in grads:
+            grads[name] = wp.zeros_like(array.grad)
+        array.grad = grads[name]
+    return buf
+
 
 def substep_buffers(
     spec, sp, num_envs, iterations, contact, device, requires_grad, solver_grads, shared=None
