@@ -183,26 +183,28 @@ def build(sp, module):
                 det = g[1, 1] * g[2, 2] - g[1, 2] * g[2, 1]
                 p1 = g[2, 2] * u1 - g[1, 2] * u2
                 p2 = g[1, 1] * u2 - g[2, 1] * u1
-                x1 = lo[1] - p1 / det
-                x2 = lo[2] - p2 / det
+                inv_det = one / det
+                x1 = lo[1] - p1 * inv_det
+                x2 = lo[2] - p2 * inv_det
                 slide = x1 * x1 + x2 * x2 > mu[e] * mu[e] * n * n
                 if slide:
                     x1 = lo[1] - ri[1] * u1
                     x2 = lo[2] - ri[2] * u2
-                t = wp.sqrt(x1 * x1 + x2 * x2 + Float(1.0e-20))
-                s = wp.min(one, mu[e] * n / t)
+                inv_t = one / wp.sqrt(x1 * x1 + x2 * x2 + Float(1.0e-20))
+                a = mu[e] * n * inv_t
+                s = wp.min(one, a)
                 # reverse of lambda = (n, x1 s, x2 s)
                 out = lam_grad[e, it + 1, c]
                 x1b = out[1] * s
                 x2b = out[2] * s
                 nb = out[0]
-                if mu[e] * n / t < one:
+                if a < one:  # s = mu n / t
                     sb = out[1] * x1 + out[2] * x2
-                    mu_grad[e] = mu_grad[e] + sb * n / t
-                    nb = nb + sb * mu[e] / t
-                    tb = -sb * mu[e] * n / (t * t)
-                    x1b = x1b + tb * x1 / t
-                    x2b = x2b + tb * x2 / t
+                    mu_grad[e] = mu_grad[e] + sb * n * inv_t
+                    nb = nb + sb * mu[e] * inv_t
+                    tb = -sb * a * inv_t * inv_t  # d/dt, then t = |x|: dt/dx = x / t
+                    x1b = x1b + tb * x1
+                    x2b = x2b + tb * x2
                 lob = Vec3(zero, x1b, x2b)
                 gb = Mat33()
                 rib = Vec3(zero, zero, zero)
@@ -211,9 +213,9 @@ def build(sp, module):
                     u2b = -ri[2] * x2b
                     rib = Vec3(zero, -x1b * u1, -x2b * u2)
                 else:
-                    p1b = -x1b / det
-                    p2b = -x2b / det
-                    detb = (x1b * p1 + x2b * p2) / (det * det)
+                    p1b = -x1b * inv_det
+                    p2b = -x2b * inv_det
+                    detb = (x1b * p1 + x2b * p2) * inv_det * inv_det
                     u1b = g[2, 2] * p1b - g[2, 1] * p2b
                     u2b = g[1, 1] * p2b - g[1, 2] * p1b
                     gb[2, 2] = p1b * u1 + detb * g[1, 1]
@@ -254,7 +256,7 @@ def build(sp, module):
                     k = it
                     if c2 < c:
                         k = it + 1
-                    lam_grad[e, k, c2] = lam_grad[e, k, c2] + wp.transpose(G[e, c, c2]) * ub
+                    lam_grad[e, k, c2] = lam_grad[e, k, c2] + ub * G[e, c, c2]  # G^T ub
         # G[c, c2] multiplied the impulse of c2 in every update of c: one sum per block
         for c in range(nc):
             for c2 in range(nc):
