@@ -8,19 +8,37 @@ CROSSING = ('qpos_out', 'qvel_out', 'qvel_free', 'force')
 """A substep's arrays read after its own reverse pass (next substep, torch): own gradients."""
 
 
-def share_gradients(buf, grads):
-    """Point the gradient of every array of `buf` but CROSSING into `grads` (name -> array).
+class SharedGradients:
+    """One block of memory holding the gradient of every intermediate of a substep.
 
     The gradient of a substep's intermediate lives only during that substep's reverse pass, so
-    one set serves every substep, zeroed as each reverse pass begins; it stays in cache.
+    one set serves every recorded substep, zeroed (one memset) as each reverse pass begins; it
+    stays in cache. CROSSING arrays keep their own gradients.
     """
-    for name, array in vars(buf).items():
-        if array.grad is None or name in CROSSING:
-            continue
-        if name not in grads:
-            grads[name] = wp.zeros_like(array.grad)
-        array.grad = grads[name]
-    return buf
+
+    def __init__(self, buf, device):
+        """Lay out a gradient for each array of `buf` that has one (64-byte aligned)."""
+        grads = [(n, a.grad) for n, a in vars(buf).items() if a.grad is not None]
+        grads = [(n, g) for n, g in grads if n not in CROSSING]
+        offsets, total = [], 0
+        for _, g in grads:
+            offsets.append(total)
+            total += -(-g.capacity // 64) * 64
+        self.block = wp.zeros(total // 4, dtype=wp.float32, device=device)
+        self.arrays = {
+            n: wp.array(ptr=self.block.ptr + o, shape=g.shape, dtype=g.dtype, device=device)
+            for (n, g), o in zip(grads, offsets)
+        }
+
+    def attach(self, buf):
+        """Point the gradients of `buf`'s intermediates into this block."""
+        for name, grad in self.arrays.items():
+            getattr(buf, name).grad = grad
+        return buf
+
+    def zero(self):
+        """Zero every shared gradient."""
+        self.block.zero_()
 
 
 def substep_buffers(

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 import warp as wp
 
-from loco_train.sim.buffers import observe_buffers, share_gradients, substep_buffers
+from loco_train.sim.buffers import observe_buffers, SharedGradients, substep_buffers
 from loco_train.sim.config import SimConfig
 from loco_train.sim.kernels import kernel_set
 from loco_train.sim.model import model_spec
@@ -69,8 +69,8 @@ class Simulator:
         self._observe = None
         self._adjoint_scratch = None
         self._partials = {}  # forward partial sums nothing reads back, shared by all substeps
-        self.shared_grads = {}
-        """Name -> gradient array shared by the intermediates of every recorded substep."""
+        self.shared_grads = None
+        """SharedGradients of the intermediates of every recorded substep (hand adjoints)."""
         self.invalid = np.zeros(self.num_envs, dtype=bool)
         """(N,) True where the state became non-finite or implausible (terminate those envs)."""
         qpos = np.tile(model.qpos0, (self.num_envs, 1))
@@ -189,14 +189,11 @@ class Simulator:
             for _ in range(c.substeps)
         ]
         if requires_grad and c.adjoint == 'hand':
+            if self.shared_grads is None:
+                self.shared_grads = SharedGradients(bufs[0], self.device)
             for buf in bufs:
-                share_gradients(buf, self.shared_grads)
+                self.shared_grads.attach(buf)
         return bufs
-
-    def zero_shared_grads(self):
-        """Zero the intermediates' gradients that all substeps share (as a reverse pass begins)."""
-        for grad in self.shared_grads.values():
-            grad.zero_()
 
     def observe_buffers(self, requires_grad=False):
         """Fresh arrays for one end-of-step observation."""
@@ -362,7 +359,7 @@ class Simulator:
             qvel_end = buf.qvel_out
         self._launch(k.integrate_positions, [buf.qmid, qvel_end, half, md], [buf.qpos_out])
         if hand:  # runs first in this substep's reverse pass
-            tape.record_func(self.zero_shared_grads, [])
+            tape.record_func(self.shared_grads.zero, [])
         return buf.qpos_out, qvel_end
 
     def control_step(self, qpos, qvel, target, tau_ff, applied, params, bufs):

@@ -48,7 +48,8 @@ class _ModelTape(wp.Tape):
 
     def zero(self):
         """Zero the gradients this tape used, except the shared ones (zeroed per substep)."""
-        shared = {id(g) for g in self._sim.shared_grads.values()}
+        held = self._sim.shared_grads
+        shared = {id(g) for g in held.arrays.values()} if held is not None else set()
         for a, g in list(self.gradients.items()):
             if id(g) in shared:
                 del self.gradients[a]
