@@ -1,4 +1,4 @@
-"""Hand-written reverse passes of the solves and PGS against Warp's generated adjoints.
+"""Hand-written reverse passes (CRBA, solves, PGS) against Warp's generated adjoints.
 
 Both differentiate the same forward kernels (float64), so their gradients must agree to rounding,
 over a batch that holds sticking, sliding and airborne feet.
@@ -45,6 +45,7 @@ def _gradients(contact, adjoint):
         'mu': torch.tensor(MU, requires_grad=True),
         'kp': torch.tensor(np.tile(spec.KP, (len(HEIGHT), 1)), requires_grad=True),
         'mass_offset': torch.zeros(len(HEIGHT), dtype=torch.float64, requires_grad=True),
+        'armature': torch.full((len(HEIGHT), 12), 0.01, dtype=torch.float64, requires_grad=True),
     }
     ts.reset(qpos, qvel)
     loss = 0.0

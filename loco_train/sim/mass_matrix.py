@@ -60,4 +60,71 @@ def build(sp, module):
                 if j != i:
                     H[e, j, i] = value
 
-    return SimpleNamespace(composite_inertia=composite_inertia, mass_matrix=mass_matrix)
+    @wp.kernel(module=module, enable_backward=False)
+    def crba_adjoint(
+        crb_i: wp.array2d(dtype=Mat33),  # (N, nbody) composite inertias of the forward pass
+        crb_h: wp.array2d(dtype=Vec3),
+        crb_m: wp.array2d(dtype=Float),
+        cdof: wp.array2d(dtype=Vec6),  # (N, nv)
+        H_grad: wp.array3d(dtype=Float),  # (N, nv, nv)
+        md: sp.ModelData,
+        armature_grad: wp.array2d(dtype=Float),  # (N, nu) accumulated
+        cdof_grad: wp.array2d(dtype=Vec6),  # (N, nv) accumulated
+        crb_i_grad: wp.array2d(dtype=Mat33),  # (N, nbody) zero on entry; used as work space
+        crb_h_grad: wp.array2d(dtype=Vec3),
+        crb_m_grad: wp.array2d(dtype=Float),
+        cin_i_grad: wp.array2d(dtype=Mat33),  # (N, nbody) accumulated
+        cin_h_grad: wp.array2d(dtype=Vec3),
+        cin_m_grad: wp.array2d(dtype=Float),
+    ):
+        """Reverse of composite_inertia and mass_matrix (H[i, j] = cdof_j . f_i, f_i = I_b cdof_i).
+
+        f_bar_i = sum_j Hb_ij cdof_j and cdof_bar_j += Hb_ij f_i over the ancestor pairs, with
+        Hb_ij = H_bar[i, j] + H_bar[j, i] (one value fills both); then the composite inertia of
+        body b, a sum over its subtree, hands its gradient to every body of the subtree.
+        """
+        e = wp.tid()
+        for i in range(md.nv):
+            b = md.dof_body[i]
+            v = cdof[e, i]
+            w = sp.top(v)
+            u = sp.bottom(v)
+            inertia = crb_i[e, b]
+            h = crb_h[e, b]
+            m = crb_m[e, b]
+            f = sp.inertia_mul(inertia, h, m, v)
+            fb = Vec6()
+            for k in range(md.dof_nanc[i]):
+                j = md.dof_anc[i, k]
+                hb = H_grad[e, i, j]
+                if j != i:
+                    hb = hb + H_grad[e, j, i]
+                else:
+                    a = md.dof_act[i]
+                    if a >= 0:
+                        armature_grad[e, a] = armature_grad[e, a] + hb
+                fb = fb + hb * cdof[e, j]
+                cdof_grad[e, j] = cdof_grad[e, j] + hb * f
+            # f = [I w + h x u; m u + w x h]
+            ft = sp.top(fb)
+            ff = sp.bottom(fb)
+            crb_i_grad[e, b] = crb_i_grad[e, b] + wp.outer(ft, w)
+            crb_h_grad[e, b] = crb_h_grad[e, b] + wp.cross(u, ft) + wp.cross(ff, w)
+            crb_m_grad[e, b] = crb_m_grad[e, b] + wp.dot(ff, u)
+            wb = wp.transpose(inertia) * ft + wp.cross(h, ff)
+            ub = wp.cross(ft, h) + m * ff
+            cdof_grad[e, i] = cdof_grad[e, i] + sp.stack(wb, ub)
+        # cin_bar[d] = sum of crb_bar over d and its ancestors (parents come first)
+        for b in range(1, md.nbody):
+            p = md.body_parent[b]
+            if p > 0:
+                crb_i_grad[e, b] = crb_i_grad[e, b] + crb_i_grad[e, p]
+                crb_h_grad[e, b] = crb_h_grad[e, b] + crb_h_grad[e, p]
+                crb_m_grad[e, b] = crb_m_grad[e, b] + crb_m_grad[e, p]
+            cin_i_grad[e, b] = cin_i_grad[e, b] + crb_i_grad[e, b]
+            cin_h_grad[e, b] = cin_h_grad[e, b] + crb_h_grad[e, b]
+            cin_m_grad[e, b] = cin_m_grad[e, b] + crb_m_grad[e, b]
+
+    return SimpleNamespace(
+        composite_inertia=composite_inertia, mass_matrix=mass_matrix, crba_adjoint=crba_adjoint
+    )

@@ -238,9 +238,13 @@ class Simulator:
             return array.grad
         return wp.zeros(array.shape, dtype=array.dtype, device=self.device)
 
-    def _dynamics(self, qpos, buf, params):
-        """Kinematics, com quantities, CRBA mass matrix and its Cholesky factor at `qpos`."""
+    def _dynamics(self, qpos, buf, params, tape=None):
+        """Kinematics, com quantities and the CRBA mass matrix at `qpos`.
+
+        tape: record the CRBA's hand-written reverse on it instead of its kernels.
+        """
         k, md = self.k, self.md
+        auto = tape is None
         self._launch(k.forward_kinematics, [qpos, md], [buf.xpos, buf.xquat])
         self._launch(
             k.com_quantities, [buf.xpos, buf.xquat, md, params['mass_offset']],
@@ -249,11 +253,23 @@ class Simulator:
         self._launch(
             k.composite_inertia,
             [buf.cin_i, buf.cin_h, buf.cin_m, md], [buf.crb_i, buf.crb_h, buf.crb_m],
+            record_tape=auto,
         )  # fmt: skip
         self._launch(
             k.mass_matrix,
             [buf.crb_i, buf.crb_h, buf.crb_m, buf.cdof, md, params['armature']], [buf.H],
+            record_tape=auto,
         )  # fmt: skip
+        if not auto:
+            self._reverse(
+                tape, k.crba_adjoint,
+                [buf.crb_i, buf.crb_h, buf.crb_m, buf.cdof, buf.H.grad, md,
+                 self._grad(params['armature']), buf.cdof.grad, buf.crb_i.grad, buf.crb_h.grad,
+                 buf.crb_m.grad, buf.cin_i.grad, buf.cin_h.grad, buf.cin_m.grad],
+                [buf.H, buf.cdof, buf.crb_i, buf.crb_h, buf.crb_m, buf.cin_i, buf.cin_h,
+                 buf.cin_m] + ([params['armature']] if params['armature'].grad is not None
+                               else []),
+            )  # fmt: skip
 
     def _bias(self, qvel, buf):
         k = self.k
@@ -270,8 +286,13 @@ class Simulator:
         dt = sp.Float(c.dt)
         half = sp.Float(0.5 * c.dt)
         n, nv = self.num_envs, self.spec.nv
+        # the CRBA, solves and PGS run off the tape when their hand-written reverse is recorded
+        # instead; decided by the buffers' layout (set from config.adjoint when allocated)
+        tape = _active_tape()
+        hand = tape is not None and buf.H.requires_grad and not buf.L.requires_grad
+        auto = not hand
         self._launch(k.integrate_positions, [qpos, qvel, half, md], [buf.qmid])
-        self._dynamics(buf.qmid, buf, params)
+        self._dynamics(buf.qmid, buf, params, tape if hand else None)
         self._bias(qvel, buf)
         has_contact = c.contact != 'none' and self.spec.ncontact > 0
         if has_contact:
@@ -296,11 +317,6 @@ class Simulator:
             [buf.tau],
         )  # fmt: skip
         self._launch(k.net_force, [buf.tau, buf.bias, qvel, md, applied, f_contact], [buf.f])
-        # the solves and PGS run off the tape when their hand-written reverse is recorded instead
-        tape = _active_tape()
-        # decided by the buffers' layout (set from config.adjoint when they were allocated)
-        hand = tape is not None and buf.H.requires_grad and not buf.L.requires_grad
-        auto = not hand
         self._launch(k.cholesky_factor, [H], [buf.S, buf.L], record_tape=auto)
         self._launch(
             k.cholesky_solve, [buf.L, buf.f], [buf.sy, buf.y, buf.sx, buf.qacc], record_tape=auto
