@@ -271,14 +271,34 @@ class Simulator:
                                else []),
             )  # fmt: skip
 
-    def _bias(self, qvel, buf):
+    def _bias(self, qvel, buf, tape=None):
+        """Body velocities and RNEA bias forces; tape: record their hand-written reverse."""
         k = self.k
-        self._launch(k.body_velocities, [buf.cdof, qvel, self.md], [buf.cvel, buf.cacc])
+        self._launch(
+            k.body_velocities, [buf.cdof, qvel, self.md], [buf.cvel, buf.cacc],
+            record_tape=tape is None,
+        )  # fmt: skip
+        if tape is not None:
+            self._reverse(
+                tape, k.velocities_adjoint,
+                [buf.cdof, qvel, buf.cvel, self.md, buf.cvel.grad, buf.cacc.grad, buf.cdof.grad,
+                 self._grad(qvel)],
+                [buf.cvel, buf.cacc, buf.cdof] + ([qvel] if qvel.grad is not None else []),
+            )  # fmt: skip
         self._launch(
             k.bias_forces,
             [buf.cin_i, buf.cin_h, buf.cin_m, buf.cdof, buf.cvel, buf.cacc, self.md],
-            [buf.fbody, buf.cfrc, buf.bias],
+            [buf.fbody, buf.cfrc, buf.bias], record_tape=tape is None,
         )  # fmt: skip
+        if tape is not None:
+            self._reverse(
+                tape, k.bias_adjoint,
+                [buf.cin_i, buf.cin_h, buf.cin_m, buf.cdof, buf.cvel, buf.cacc, buf.cfrc,
+                 buf.bias.grad, self.md, buf.cfrc.grad, buf.cin_i.grad, buf.cin_h.grad,
+                 buf.cin_m.grad, buf.cdof.grad, buf.cvel.grad, buf.cacc.grad],
+                [buf.bias, buf.cfrc, buf.cin_i, buf.cin_h, buf.cin_m, buf.cdof, buf.cvel,
+                 buf.cacc],
+            )  # fmt: skip
 
     def substep(self, qpos, qvel, target, tau_ff, applied, params, buf):
         """One Moreau step from (qpos, qvel); writes only `buf`; returns (qpos+, qvel+)."""
@@ -293,7 +313,7 @@ class Simulator:
         auto = not hand
         self._launch(k.integrate_positions, [qpos, qvel, half, md], [buf.qmid])
         self._dynamics(buf.qmid, buf, params, tape if hand else None)
-        self._bias(qvel, buf)
+        self._bias(qvel, buf, tape if hand else None)
         has_contact = c.contact != 'none' and self.spec.ncontact > 0
         if has_contact:
             self._launch(k.contact_jacobian, [buf.xpos, buf.xquat, buf.cdof, md], [buf.phi, buf.J])

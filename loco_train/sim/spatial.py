@@ -48,10 +48,36 @@ def spatial(Float):
         return stack(inertia * w + wp.cross(h, u), m * u + wp.cross(w, h))
 
     @wp.func
+    def inertia_mul_adjoint(inertia: Mat33, h: Vec3, m: Float, v: Vec6, fb: Vec6):
+        """Reverse of f = inertia_mul(inertia, h, m, v) for f_bar = fb.
+
+        Returns (v_bar, I_bar, h_bar, m_bar).
+        """
+        w = top(v)
+        u = bottom(v)
+        ft = top(fb)
+        ff = bottom(fb)
+        vb = stack(wp.transpose(inertia) * ft + wp.cross(h, ff), wp.cross(ft, h) + m * ff)
+        return vb, wp.outer(ft, w), wp.cross(u, ft) + wp.cross(ff, w), wp.dot(ff, u)
+
+    @wp.func
     def cross_motion(v: Vec6, a: Vec6):
         """Motion cross product v x a = [w x a_w; w x a_u + u x a_w]."""
         w = top(v)
         return stack(wp.cross(w, top(a)), wp.cross(w, bottom(a)) + wp.cross(bottom(v), top(a)))
+
+    @wp.func
+    def cross_motion_adjoint(v: Vec6, a: Vec6, gb: Vec6):
+        """Reverse of g = cross_motion(v, a) for g_bar = gb: (v_bar, a_bar)."""
+        w = top(v)
+        u = bottom(v)
+        aw = top(a)
+        au = bottom(a)
+        gt = top(gb)
+        gf = bottom(gb)
+        vb = stack(wp.cross(aw, gt) + wp.cross(au, gf), wp.cross(aw, gf))
+        ab = stack(wp.cross(gt, w) + wp.cross(gf, u), wp.cross(gf, w))
+        return vb, ab
 
     @wp.func
     def cross_force(v: Vec6, f: Vec6):
