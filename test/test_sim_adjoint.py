@@ -39,6 +39,7 @@ def _simulator(contact, adjoint):
 def _gradients(contact, adjoint):
     qpos, qvel, targets = _initial_state()
     ts = TorchSim(_simulator(contact, adjoint))
+    qpos = torch.tensor(qpos, requires_grad=True)
     qvel = torch.tensor(qvel, requires_grad=True)
     targets = torch.tensor(targets, requires_grad=True)
     params = {
@@ -54,7 +55,8 @@ def _gradients(contact, adjoint):
         loss = loss + out.qpos[:, :3].sum() + 0.01 * out.qvel.square().sum()
         loss = loss + out.foot_pos.sum() + 1e-3 * out.contact_force.square().sum()
     loss.backward()
-    return {'qvel': qvel.grad, 'targets': targets.grad, **{k: v.grad for k, v in params.items()}}
+    grads = {'qpos': qpos.grad, 'qvel': qvel.grad, 'targets': targets.grad}
+    return {**grads, **{k: v.grad for k, v in params.items()}}
 
 
 def test_the_batch_holds_sticking_sliding_and_airborne_feet():

@@ -245,11 +245,26 @@ class Simulator:
         """
         k, md = self.k, self.md
         auto = tape is None
-        self._launch(k.forward_kinematics, [qpos, md], [buf.xpos, buf.xquat])
+        self._launch(k.forward_kinematics, [qpos, md], [buf.xpos, buf.xquat], record_tape=auto)
+        if not auto:
+            self._reverse(
+                tape, k.kinematics_adjoint,
+                [qpos, buf.xpos, buf.xquat, md, buf.xpos.grad, buf.xquat.grad, self._grad(qpos)],
+                [buf.xpos, buf.xquat] + ([qpos] if qpos.grad is not None else []),
+            )  # fmt: skip
         self._launch(
             k.com_quantities, [buf.xpos, buf.xquat, md, params['mass_offset']],
-            [buf.cin_i, buf.cin_h, buf.cin_m, buf.cdof],
+            [buf.cin_i, buf.cin_h, buf.cin_m, buf.cdof], record_tape=auto,
         )  # fmt: skip
+        if not auto:
+            offset = params['mass_offset']
+            self._reverse(
+                tape, k.com_adjoint,
+                [buf.xpos, buf.xquat, md, offset, buf.cin_i.grad, buf.cin_h.grad, buf.cin_m.grad,
+                 buf.cdof.grad, buf.xpos.grad, buf.xquat.grad, self._grad(offset)],
+                [buf.cin_i, buf.cin_h, buf.cin_m, buf.cdof, buf.xpos, buf.xquat]
+                + ([offset] if offset.grad is not None else []),
+            )  # fmt: skip
         self._launch(
             k.composite_inertia,
             [buf.cin_i, buf.cin_h, buf.cin_m, md], [buf.crb_i, buf.crb_h, buf.crb_m],

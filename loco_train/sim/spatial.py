@@ -91,6 +91,38 @@ def spatial(Float):
         return bottom(cdof) + wp.cross(top(cdof), offset)
 
     @wp.func
+    def quat_rotate_adjoint(q: Quat, x: Vec3, g: Vec3):
+        """Reverse of wp.quat_rotate(q, x) = x (2w^2 - 1) + 2 q_v (q_v . x) + 2w (q_v x x).
+
+        Returns (q_bar, x_bar) for out_bar = g, differentiating that formula as written (so also
+        off the unit sphere, like Warp's generated adjoint).
+        """
+        qv = Vec3(q[0], q[1], q[2])
+        w = q[3]
+        two = Float(2.0)
+        c = two * w * w - Float(1.0)
+        qg = wp.dot(qv, g)
+        xb = c * g + two * qg * qv + two * w * wp.cross(g, qv)
+        vb = two * wp.dot(qv, x) * g + two * qg * x + two * w * wp.cross(x, g)
+        wb = Float(4.0) * w * wp.dot(x, g) + two * wp.dot(wp.cross(qv, x), g)
+        return Quat(vb[0], vb[1], vb[2], wb), xb
+
+    @wp.func
+    def quat_to_matrix_adjoint(q: Quat, rb: Mat33):
+        """Reverse of wp.quat_to_matrix(q) (columns quat_rotate(q, e_k)) for R_bar = rb."""
+        zero = Float(0.0)
+        one = Float(1.0)
+        q0, x0 = quat_rotate_adjoint(q, Vec3(one, zero, zero), Vec3(rb[0, 0], rb[1, 0], rb[2, 0]))
+        q1, x1 = quat_rotate_adjoint(q, Vec3(zero, one, zero), Vec3(rb[0, 1], rb[1, 1], rb[2, 1]))
+        q2, x2 = quat_rotate_adjoint(q, Vec3(zero, zero, one), Vec3(rb[0, 2], rb[1, 2], rb[2, 2]))
+        return q0 + q1 + q2
+
+    @wp.func
+    def conjugate(q: Quat):
+        """q* (the adjoint of a product a b is a_bar = out_bar b*, b_bar = a* out_bar)."""
+        return Quat(-q[0], -q[1], -q[2], q[3])
+
+    @wp.func
     def quat_from_wxyz(w: Float, x: Float, y: Float, z: Float):
         """Warp quaternion from MuJoCo's w-x-y-z components, normalised."""
         return wp.normalize(Quat(x, y, z, w))
