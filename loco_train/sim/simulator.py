@@ -238,10 +238,10 @@ class Simulator:
             return array.grad
         return wp.zeros(array.shape, dtype=array.dtype, device=self.device)
 
-    def _dynamics(self, qpos, buf, params, tape=None):
-        """Kinematics, com quantities and the CRBA mass matrix at `qpos`.
+    def _kinematics(self, qpos, buf, params, tape=None):
+        """Body poses, com-frame inertias and dof motions at `qpos` into `buf`.
 
-        tape: record the CRBA's hand-written reverse on it instead of its kernels.
+        tape: record their hand-written reverse on it instead of their kernels.
         """
         k, md = self.k, self.md
         auto = tape is None
@@ -265,6 +265,15 @@ class Simulator:
                 [buf.cin_i, buf.cin_h, buf.cin_m, buf.cdof, buf.xpos, buf.xquat]
                 + ([offset] if offset.grad is not None else []),
             )  # fmt: skip
+
+    def _dynamics(self, qpos, buf, params, tape=None):
+        """Kinematics, com quantities and the CRBA mass matrix at `qpos`.
+
+        tape: record their hand-written reverse on it instead of their kernels.
+        """
+        k, md = self.k, self.md
+        auto = tape is None
+        self._kinematics(qpos, buf, params, tape)
         self._launch(
             k.composite_inertia,
             [buf.cin_i, buf.cin_h, buf.cin_m, md], [buf.crb_i, buf.crb_h, buf.crb_m],
@@ -427,11 +436,9 @@ class Simulator:
         clearance=False leaves the clearances out (they have no gradient; off the tape).
         """
         k, md = self.k, self.md
-        self._launch(k.forward_kinematics, [qpos, md], [obs.xpos, obs.xquat])
-        self._launch(
-            k.com_quantities, [obs.xpos, obs.xquat, md, params['mass_offset']],
-            [obs.cin_i, obs.cin_h, obs.cin_m, obs.cdof],
-        )  # fmt: skip
+        tape = _active_tape()
+        hand = tape is not None and obs.xpos.requires_grad and self.config.adjoint == 'hand'
+        self._kinematics(qpos, obs, params, tape if hand else None)
         if self.spec.ncontact:
             self._launch(
                 k.contact_points, [obs.xpos, obs.xquat, obs.cdof, qvel, md],
