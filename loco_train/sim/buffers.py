@@ -1,4 +1,8 @@
-"""Per-substep arrays: every substep owns fresh arrays so nothing the tape needs is overwritten."""
+"""Per-substep arrays: every substep owns fresh arrays so nothing the tape needs is overwritten.
+
+Shared instead: partial sums that no reverse pass reads back, and (with the hand-written reverse
+passes) the gradients of the intermediates, which live only during their substep's reverse pass.
+"""
 
 from types import SimpleNamespace
 
