@@ -26,7 +26,7 @@ def add_arguments(parser):
     parser.add_argument('--device', default='cpu', help="warp device: 'cpu' or 'cuda'")
     parser.add_argument('--dtype', default='float32', help='float32 or float64')
     parser.add_argument(
-        '--adjoint', default='hand', help="reverse of the solves and PGS: 'hand' or 'auto'"
+        '--adjoint', default='hand', help="reverse pass of a substep: 'hand' or 'auto'"
     )
     parser.add_argument('--seconds', type=float, default=3.0, help='time budget per measurement')
     parser.add_argument('--window', type=int, default=8, help='control steps per backward pass')

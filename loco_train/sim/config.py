@@ -6,7 +6,7 @@ CONTACT_MODELS = ('smooth', 'hard', 'soft', 'none')
 """Contact models: analytically smoothed hard contact, hard contact, penalty contact, no ground."""
 
 ADJOINTS = ('hand', 'auto')
-"""Reverse passes of the linear algebra and PGS: hand-written kernels, or Warp's generated ones."""
+"""Reverse passes of a substep: hand-written kernels, or Warp's generated ones."""
 
 
 @dataclass
@@ -30,8 +30,9 @@ class SimConfig:
     pgs_iterations: int = 10
     """Fixed projected Gauss-Seidel iteration count (unrolled, so the tape differentiates it)."""
     adjoint: str = 'hand'
-    """Reverse pass of the solves and PGS: 'hand' (written kernels, gradients to H, not its
-    factor) or 'auto' (Warp's generated adjoints of the same forward kernels; a cross-check)."""
+    """Reverse pass of a substep: 'hand' (written kernels for kinematics, CRBA, RNEA, solves and
+    PGS; gradients to H, not its factor) or 'auto' (Warp's generated adjoints of the same forward
+    kernels; a cross-check)."""
     erp: float = 0.2
     """Fraction of penetration removed per substep by the contact velocity target (hard/smooth)."""
     soft_stiffness: float = 2.0e4

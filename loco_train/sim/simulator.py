@@ -7,9 +7,9 @@ One control step = `substeps` Moreau steps of dt = control_dt / substeps:
     qd+ = qd_free + H^-1 J^T lambda                     (PGS impulses; soft: forces in the solve)
     q+ = q_mid + dt/2 qd+                               (second half step, quaternion normalised)
 On a recording warp.Tape, with buffers allocated for gradients and adjoint='hand' (the default),
-the factor, solves, Delassus operator, PGS and impulse update run off the tape and their
-hand-written reverse passes are recorded in their place (linear_adjoint.py, pgs.pgs_adjoint);
-adjoint='auto' records the kernels themselves.
+kinematics, CRBA, RNEA, the factor and solves, Delassus operator, PGS and impulse update run off
+the tape and their hand-written reverse passes are recorded in their place; adjoint='auto'
+records the kernels themselves (Warp's generated adjoints).
 dt = 0.005 s by default (4 substeps per 20 ms control step): stable for ANYmal's stiffest
 dynamics (PD gains kp 80 N m/rad on ~0.01 kg m^2 links give natural periods of ~70 ms, and
 impulse-based contact has no stiffness limit); 0.0025 s (8 substeps) is recommended for the soft
@@ -330,8 +330,8 @@ class Simulator:
         dt = sp.Float(c.dt)
         half = sp.Float(0.5 * c.dt)
         n, nv = self.num_envs, self.spec.nv
-        # the CRBA, solves and PGS run off the tape when their hand-written reverse is recorded
-        # instead; decided by the buffers' layout (set from config.adjoint when allocated)
+        # kinematics, CRBA, RNEA, solves and PGS run off the tape when their hand-written reverse
+        # is recorded instead; decided by the buffers' layout (set from config.adjoint)
         tape = _active_tape()
         hand = tape is not None and buf.H.requires_grad and not buf.L.requires_grad
         auto = not hand
