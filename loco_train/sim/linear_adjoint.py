@@ -97,13 +97,14 @@ def build(sp, module):
         nv = L.shape[1]
         nc = J.shape[1]
         zero = Vec3(Float(0.0), Float(0.0), Float(0.0))
-        for c in range(nc):
-            for r in range(nv):
-                i = nv - 1 - r
+        for r in range(nv):
+            i = nv - 1 - r
+            inv = Float(1.0) / L[e, i, i]
+            for c in range(nc):
                 s = Y[e, i, c]
                 for k in range(i + 1, nv):
                     s = s - L[e, k, i] * M[e, k, c]
-                M[e, i, c] = s / L[e, i, i]
+                M[e, i, c] = s * inv
         for c in range(nc):
             for c2 in range(nc):
                 S[e, c, c2] = G_grad[e, c, c2] + wp.transpose(G_grad[e, c2, c])

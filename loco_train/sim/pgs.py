@@ -12,9 +12,13 @@ to the sliding velocity (the block's would tilt it and spin a sliding body). The
 the normal impulse and through it the friction disc; the tangential rows are solved at the
 weighted normal impulse, so a sticking contact with w < 1 still sticks (no creep).
 The contact weight w_c and normal velocity target per model:
-    smooth: w_c = sigmoid(-kappa (phi - offset)) (0 below 1e-13),  target_n = erp max(-phi, 0) / dt
-        contacts act slightly before touchdown (w = 1/2 at phi = offset, ~1 at phi = 0), so the
-        impulse is a smooth function of the state and gradients are informative;
+    smooth: w_c = max(sigmoid(-z) - W_CUT, 0) / (1 - W_CUT),  z = kappa (phi - offset),
+            target_n = erp max(-phi, 0) / dt
+        contacts act slightly before touchdown (w ~ 1/2 at phi = offset, ~1 at phi = 0), so the
+        impulse is a smooth function of the state and gradients are informative; the sigmoid is
+        lowered by W_CUT = 1e-6 so that it reaches exactly 0 (continuously) at z = ln(1/W_CUT - 1):
+        farther contacts cost nothing, and the reverse pass never multiplies weights so small
+        that float32 turns denormal (tens of times slower on CPUs);
     hard:   w_c = [phi <= offset],  target_n = erp max(-phi, 0) / dt - 2 max(phi, 0) / dt
         the same solver, unsmoothed: a contact within `offset` only pushes if the point would
         otherwise cross the plane by the end of the step (no force at a distance, no chatter).
@@ -22,9 +26,15 @@ Each iteration writes its own slice of the impulse history, so the tape differen
 unrolled solver.
 """
 
+import math
 from types import SimpleNamespace
 
 import warp as wp
+
+W_CUT = 1.0e-6
+"""Smooth model: the sigmoid is lowered by this much, so the weight is exactly 0 beyond Z_CUT."""
+Z_CUT = math.log(1.0 / W_CUT - 1.0)
+"""kappa (phi - offset) at which the smooth weight reaches 0 (13.8)."""
 
 
 def build(sp, module):
@@ -55,13 +65,12 @@ def build(sp, module):
         for c in range(nc):
             w = wp.where(phi[e, c] <= offset, Float(1.0), zero)
             if smooth == 1:
-                # exactly zero far from the ground: tiny weights would make float32 adjoints
-                # denormal (tens of times slower on CPUs) for no gradient worth having
-                z = kappa * (phi[e, c] - offset)
-                # exp of the clamped z: wp.where differentiates both branches, and exp(z) = inf
-                # far from the ground would turn the unused branch's adjoint into inf * 0 = NaN
-                ez = wp.exp(wp.min(z, Float(30.0)))
-                w = wp.where(z < Float(30.0), Float(1.0) / (Float(1.0) + ez), zero)
+                # exp of the clamped z: exp(z) = inf far from the ground would give inf * 0 = NaN
+                # in the generated adjoint; beyond Z_CUT the weight is 0 anyway
+                z = wp.min(kappa * (phi[e, c] - offset), Float(Z_CUT))
+                sig = Float(1.0) / (Float(1.0) + wp.exp(z))
+                cut = Float(1.0) / (Float(1.0) + wp.exp(Float(Z_CUT)))  # W_CUT, rounded as sig
+                w = wp.max(sig - cut, zero) / (Float(1.0) - cut)
             weight[e, c] = w
             block = G[e, c, c]
             tangent = Float(2.0) / (block[1, 1] + block[2, 2])
@@ -239,8 +248,10 @@ def build(sp, module):
                     phib = phib - targetb * erp / dt
                 if smooth == 0 and phi[e, c] > zero:
                     phib = phib - targetb * Float(2.0) / dt
-                if smooth == 1:  # w = sigmoid(-kappa (phi - offset)), exactly 0 where clamped
-                    phib = phib - wb * kappa * w * (one - w)
+                if smooth == 1:  # w = (sig - W_CUT) / (1 - W_CUT) where w > 0
+                    cut = one / (one + wp.exp(Float(Z_CUT)))
+                    sig = w * (one - cut) + cut
+                    phib = phib - wb * kappa * sig * (one - sig) / (one - cut)
                 phi_grad[e, c] = phi_grad[e, c] + phib
                 # step sizes: r_n = 1 / g00, r_t = 2 / (g11 + g22)
                 gb[0, 0] = -rib[0] * ri[0] * ri[0]
