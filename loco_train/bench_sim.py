@@ -28,6 +28,11 @@ def add_arguments(parser):
     parser.add_argument(
         '--adjoint', default='hand', help="reverse pass of a substep: 'hand' or 'auto'"
     )
+    parser.add_argument(
+        '--no-graphs',
+        action='store_true',
+        help='launch every kernel from Python instead of replaying captured graphs',
+    )
     parser.add_argument('--seconds', type=float, default=3.0, help='time budget per measurement')
     parser.add_argument('--window', type=int, default=8, help='control steps per backward pass')
     parser.add_argument('--quick', action='store_true', help='N = 1 and 16, short timings')
@@ -61,21 +66,21 @@ def _warp_rates(model, n, args):
     from loco_train.sim import Simulator
     from loco_train.sim.torch_bridge import TorchSim
 
+    profile = getattr(args, 'profile_windows', 0)  # times each launch: no graphs
     sim = Simulator(
-        model, n, contact=args.contact, device=args.device, dtype=args.dtype, adjoint=args.adjoint
-    )
+        model, n, contact=args.contact, device=args.device, dtype=args.dtype,
+        adjoint=args.adjoint, graphs=not (args.no_graphs or profile),
+    )  # fmt: skip
     sim.set_params(kp=spec.KP, kd=spec.KD, tau_max=spec.TORQUE_LIMIT)
     qpos = np.tile(default_qpos(), (n, 1))
     sim.set_state(qpos, np.zeros((n, model.nv)))
     targets = np.tile(spec.DEFAULT_JOINT_POS, (n, 1))
-    target, tau_ff, applied = sim._inputs(targets, None, None)
-    bufs = sim.substep_buffers()
     substeps = sim.config.substeps
 
-    def forward():  # the same window as forward_backward: from the reset state, state chained
-        q, v = sim.qpos, sim.qvel
+    def forward():  # the public step(), window steps from the reset state (captured graphs)
+        sim.set_state(qpos, np.zeros((n, model.nv)))
         for _ in range(args.window):
-            q, v, _ = sim.control_step(q, v, target, tau_ff, applied, sim.params, bufs)
+            sim.step(targets)
         wp.synchronize_device(sim.device)
 
     ts = TorchSim(sim)
@@ -95,8 +100,8 @@ def _warp_rates(model, n, args):
     def forward_backward():
         window(True)
 
-    if getattr(args, 'profile_windows', 0):
-        return _kernel_profile(forward_backward, args.profile_windows, sim.device)
+    if profile:
+        return _kernel_profile(forward_backward, profile, sim.device)
     steps = n * substeps * args.window
     fwd = steps / _timed(forward, args.seconds)
     _status(f'warp {args.device} N={n}: forward {fwd:,.0f} env-substeps/s')
@@ -235,6 +240,7 @@ def run(args):
         'contact': args.contact,
         'dtype': args.dtype,
         'adjoint': args.adjoint,
+        'graphs': not args.no_graphs,
         'dt': config.dt,
         'substeps': config.substeps,
         'warp_env_substeps_per_s': warp,

@@ -33,6 +33,9 @@ class SimConfig:
     """Reverse pass of a substep: 'hand' (written kernels for kinematics, CRBA, RNEA, solves and
     PGS; gradients to H, not its factor) or 'auto' (Warp's generated adjoints of the same forward
     kernels; a cross-check)."""
+    graphs: bool = True
+    """Replay step() and the torch bridge's control steps as captured launch sequences (Warp's
+    CPU graphs, CUDA graphs): no Python per kernel launch. False launches every kernel directly."""
     erp: float = 0.2
     """Fraction of penetration removed per substep by the contact velocity target (hard/smooth)."""
     soft_stiffness: float = 2.0e4

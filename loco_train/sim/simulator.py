@@ -16,6 +16,7 @@ impulse-based contact has no stiffness limit); 0.0025 s (8 substeps) is recommen
 model with stiffness above 5e4 N/m.
 """
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,6 +24,7 @@ import warp as wp
 
 from loco_train.sim.buffers import observe_buffers, SharedGradients, substep_buffers
 from loco_train.sim.config import SimConfig
+from loco_train.sim.graphs import GraphCache
 from loco_train.sim.kernels import kernel_set
 from loco_train.sim.model import model_spec
 
@@ -64,6 +66,7 @@ class Simulator:
         self.zeros_nv = self._array(np.zeros((self.num_envs, self.spec.nv)))
         self.zeros_nu = self._array(np.zeros((self.num_envs, max(self.spec.nu, 1))))
         self.params = {}
+        self._version = 0  # bumped whenever an array a captured graph holds is replaced
         self.set_params(**self.default_params())
         self._substeps = None
         self._observe = None
@@ -71,6 +74,9 @@ class Simulator:
         self._partials = {}  # forward partial sums nothing reads back, shared by all substeps
         self.shared_grads = None
         """SharedGradients of the intermediates of every recorded substep (hand adjoints)."""
+        self.graphs = GraphCache(self.device, config.graphs)
+        """Captured launch sequences of step() and the torch bridge (keys: graph_key())."""
+        self._staged = None
         self.invalid = np.zeros(self.num_envs, dtype=bool)
         """(N,) True where the state became non-finite or implausible (terminate those envs)."""
         qpos = np.tile(model.qpos0, (self.num_envs, 1))
@@ -153,6 +159,7 @@ class Simulator:
                 if np.any(value[:, None] + masses[None, :] <= 0):
                     raise ValueError('mass_offset makes a root body mass non-positive')
             self.params[name] = self._array(np.ascontiguousarray(value))
+            self._version += 1
 
     def set_state(self, qpos, qvel):
         """Set qpos (N, nq) and qvel (N, nv) in MuJoCo's order ((nq,), (nv,) broadcast)."""
@@ -475,21 +482,47 @@ class Simulator:
             applied = self._array(np.ascontiguousarray(applied))
         return self._array(np.ascontiguousarray(targets)), tau_ff, applied
 
+    def graph_key(self, *tag):
+        """Key of a captured graph: `tag` plus everything its launches hold as values."""
+        return (*tag, self._version, dataclasses.astuple(self.config))
+
+    def _stage(self):
+        """Fixed input arrays of step()'s captured graph (inputs are copied in)."""
+        if self._staged is None:
+            n, spec = self.num_envs, self.spec
+            nu = max(spec.nu, 1)
+            self._staged = SimpleNamespace(
+                qpos=self._array(np.zeros((n, spec.nq))), qvel=self._array(np.zeros((n, spec.nv))),
+                target=self._array(np.zeros((n, nu))), tau_ff=self._array(np.zeros((n, nu))),
+                applied=self._array(np.zeros((n, spec.nv))),
+                flag=wp.zeros(n, dtype=wp.int32, device=self.device),
+            )  # fmt: skip
+        return self._staged
+
     def step(self, targets=None, tau_ff=None, applied=None):
         """Advance one control step with PD joint targets (N, nu) (no gradient recorded)."""
         target, tau_ff, applied = self._inputs(targets, tau_ff, applied)
         if self._substeps is None:
             self._substeps = self.substep_buffers()
-        qpos, qvel, forces = self.control_step(
-            self.qpos, self.qvel, target, tau_ff, applied, self.params, self._substeps
-        )
-        self.qpos, self.qvel = qpos, qvel
-        self._forces = forces
+        s = self._stage()
+        for dst, src in ((s.qpos, self.qpos), (s.qvel, self.qvel), (s.target, target),
+                         (s.tau_ff, tau_ff), (s.applied, applied)):  # fmt: skip
+            wp.copy(dst, src)
+
+        def launches():
+            qpos, qvel, forces = self.control_step(
+                s.qpos, s.qvel, s.target, s.tau_ff, s.applied, self.params, self._substeps
+            )
+            s.flag.zero_()
+            dim = (self.num_envs, max(self.spec.nq, self.spec.nv))
+            self._launch(
+                self.k.state_invalid, [qpos, qvel, self.sp.Float(1.0e6)], [s.flag], dim=dim
+            )
+            return qpos, qvel, forces
+
+        self.qpos, self.qvel, self._forces = self.graphs.run(self.graph_key('step'), launches)
         self._observed = False
-        flag = wp.zeros(self.num_envs, dtype=wp.int32, device=self.device)
-        dim = (self.num_envs, max(self.spec.nq, self.spec.nv))
-        self._launch(self.k.state_invalid, [qpos, qvel, self.sp.Float(1.0e6)], [flag], dim=dim)
-        self.invalid |= flag.numpy().astype(bool)
+        self.invalid |= s.flag.numpy().astype(bool)
 
     def _observation(self):
         if self._observe is None:

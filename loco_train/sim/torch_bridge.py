@@ -64,17 +64,79 @@ class _ModelTape(wp.Tape):
         return mirror
 
 
-def _take_buffers(sim, record):
-    """A control step's arrays from the simulator's pool (with gradients when recording)."""
-    pool = sim.__dict__.setdefault('_bridge_pool', {True: [], False: []})[record]
-    if pool:
-        return pool.pop()
-    return sim.substep_buffers(requires_grad=record), sim.observe_buffers(requires_grad=record)
+class _Slot:
+    """A control step's arrays in the bridge's pool: inputs, substeps, observation, tape, graphs.
+
+    Inputs are copied into fixed arrays, so every launch of the step sees the same pointers and
+    the step, its reverse pass and the zeroing of its gradients replay as captured graphs.
+    """
+
+    def __init__(self, sim, record, index):
+        n, spec, Float = sim.num_envs, sim.spec, sim.sp.Float
+        nu = max(spec.nu, 1)
+        shapes = [(n, spec.nq), (n, spec.nv), (n, nu), (n, nu)]
+        shapes += [(n,) if name in ('mass_offset', 'mu') else (n, nu) for name in PARAMS]
+        self.inputs = [
+            wp.zeros(shape, dtype=Float, device=sim.device, requires_grad=record)
+            for shape in shapes
+        ]
+        self.views = [wp.to_torch(a) for a in self.inputs]
+        self.bufs = sim.substep_buffers(requires_grad=record)
+        self.obs = sim.observe_buffers(requires_grad=record)
+        self.record, self.index = record, index
+        self.tape = None
+        self.outputs = None  # (qpos, qvel, foot_pos, foot_vel, *substep forces): warp arrays
+
+    def key(self, sim, stage):
+        """Graph key of one stage ('forward', 'backward', 'zero') of this slot."""
+        return sim.graph_key('bridge', self.index, self.record, stage)
+
+    def forward(self, sim):
+        """Run (replay) the control step and the observation on the inputs; return the outputs."""
+        aq, av, at, aff = self.inputs[:4]
+        values = dict(zip(PARAMS, self.inputs[4:]))
+
+        def launches():
+            if not self.record:
+                q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, self.bufs)
+                sim.observe(q, v, values, self.obs, clearance=False)
+                return [q, v, self.obs.foot_pos, self.obs.foot_vel] + forces
+            self.tape = _ModelTape(sim)  # a capture records its tape afresh
+            with self.tape:  # clearances are not differentiable: kept off the tape
+                q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, self.bufs)
+                sim.observe(q, v, values, self.obs, clearance=False)
+            return [q, v, self.obs.foot_pos, self.obs.foot_vel] + forces
+
+        self.outputs = sim.graphs.run(self.key(sim, 'forward'), launches)
+        return self.outputs
+
+    def backward(self, sim, seeds):
+        """Reverse pass from output gradients `seeds` (torch, None = 0); return input gradients."""
+        for out, g in zip(self.outputs, seeds):
+            view = wp.to_torch(out.grad)
+            if g is None:
+                view.zero_()
+            else:
+                view[:, : g.shape[1]] = g
+        sim.graphs.run(self.key(sim, 'backward'), self.tape.backward)
+        grads = [_finite_rows(wp.to_torch(a.grad).clone()) for a in self.inputs]
+        # pooled arrays start from zero when reused
+        sim.graphs.run(self.key(sim, 'zero'), self.tape.zero)
+        return grads
 
 
-def _give_back(sim, buffers, record):
-    """Return arrays to the pool once no tape needs them (after backward, or unrecorded)."""
-    sim.__dict__['_bridge_pool'][record].append(buffers)
+def _take_slot(sim, record):
+    """A control step's slot from the simulator's pool (with gradients when recording)."""
+    pools = sim.__dict__.setdefault('_bridge_pool', {True: [], False: []})
+    if pools[record]:
+        return pools[record].pop()
+    count = sim.__dict__['_bridge_slots'] = sim.__dict__.get('_bridge_slots', 0) + 1
+    return _Slot(sim, record, count)
+
+
+def _give_back(sim, slot):
+    """Return a slot to the pool once no tape needs it (after backward, or unrecorded)."""
+    sim.__dict__['_bridge_pool'][slot.record].append(slot)
 
 
 def _finite_rows(grad):
@@ -95,55 +157,32 @@ class ControlStep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, sim, qpos, qvel, target, tau_ff, *params):
-        """Run the substeps on a fresh tape; return qpos, qvel, feet, per-substep forces."""
-        Float, Vec3 = sim.sp.Float, sim.sp.Vec3
-        kept = [t.detach().contiguous().clone() for t in (qpos, qvel, target, tau_ff, *params)]
-        arrays = [wp.from_torch(t, dtype=Float, requires_grad=True) for t in kept]
-        aq, av, at, aff = arrays[:4]
-        values = dict(zip(PARAMS, arrays[4:]))
+        """Run the substeps (on a tape when recording); return qpos, qvel, feet, forces."""
         record = any(ctx.needs_input_grad)
-        bufs, obs = _take_buffers(sim, record)
-        tape = _ModelTape(sim)
-        if record:
-            with tape:  # clearances are not differentiable: kept off the tape
-                q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, bufs)
-                sim.observe(q, v, values, obs, clearance=False)
-        else:
-            q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, bufs)
-            sim.observe(q, v, values, obs, clearance=False)
+        slot = _take_slot(sim, record)
+        for view, t in zip(slot.views, (qpos, qvel, target, tau_ff, *params)):
+            view.copy_(t.detach())
+        outputs = slot.forward(sim)
         nc = sim.spec.ncontact
-        outputs = [q, v, obs.foot_pos, obs.foot_vel] + forces
-        ctx.sim, ctx.tape, ctx.kept, ctx.arrays, ctx.outputs = sim, tape, kept, arrays, outputs
-        ctx.vec3, ctx.buffers = Vec3, (bufs, obs)
         result = [wp.to_torch(a).clone() for a in outputs[:4]]
         result[2], result[3] = result[2][:, :nc], result[3][:, :nc]
-        force = torch.stack([wp.to_torch(f).clone() for f in forces])[:, :, :nc]
+        force = torch.stack([wp.to_torch(f).clone() for f in outputs[4:]])[:, :, :nc]
+        ctx.sim, ctx.slot = sim, slot
         if not record:
-            _give_back(sim, ctx.buffers, record)
+            _give_back(sim, slot)
         return (*result, force)
 
     @staticmethod
     def backward(ctx, g_qpos, g_qvel, g_foot_pos, g_foot_vel, g_force):
         """Seed the tape with the output gradients and read the input gradients."""
-        sim, outs = ctx.sim, ctx.outputs
-        grads = {}
-        for out, g in zip(outs[:2], (g_qpos, g_qvel)):
-            if g is not None:
-                grads[out] = wp.from_torch(g.contiguous(), dtype=sim.sp.Float)
-        nc = sim.spec.ncontact
-        padded = [g_foot_pos, g_foot_vel] + (
-            list(g_force.unbind(0)) if g_force is not None else [None] * (len(outs) - 4)
-        )
-        for out, g in zip(outs[2:], padded):
-            if g is not None and nc:
-                full = torch.zeros(out.shape + (3,), dtype=g.dtype, device=g.device)
-                full[:, :nc] = g
-                grads[out] = wp.from_torch(full, dtype=ctx.vec3)
-        ctx.tape.backward(grads=grads)
-        result = [_finite_rows(wp.to_torch(a.grad).clone()) for a in ctx.arrays]
-        ctx.tape.reset()  # also zeroes the gradients: pooled arrays start from zero when reused
-        _give_back(sim, ctx.buffers, True)
-        ctx.outputs = ctx.arrays = ctx.kept = ctx.buffers = None
+        sim, slot = ctx.sim, ctx.slot
+        forces = [None] * (len(slot.outputs) - 4) if g_force is None else g_force.unbind(0)
+        if not sim.spec.ncontact:
+            g_foot_pos = g_foot_vel = None
+            forces = [None] * len(forces)
+        result = slot.backward(sim, [g_qpos, g_qvel, g_foot_pos, g_foot_vel, *forces])
+        _give_back(sim, slot)
+        ctx.slot = None
         return (None, *result)
 
 
