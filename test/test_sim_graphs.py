@@ -40,11 +40,14 @@ def test_capture_records_without_running_and_replays():
         a.zero_()
         return a
 
-    assert cache.run('zero', launches) is a
-    assert np.all(a.numpy() == 0.0)
-    a.assign(np.ones(4))
-    assert cache.run('zero', launches) is a  # replayed: the function is not called again
-    assert np.all(a.numpy() == 0.0) and len(calls) == 1
+    for run in range(3):  # launched directly, then captured and replayed, then replayed
+        a.assign(np.ones(4))
+        assert cache.run('zero', launches) is a
+        assert np.all(a.numpy() == 0.0)
+        assert len(calls) == min(run + 1, 2)  # a replay does not call the function
+    assert cache.captured() == ['zero']
+    cache.run('zero', launches, values=(1,))  # other values: launched directly again
+    assert len(calls) == 3 and cache.captured() == []
 
 
 def test_step_replays_what_direct_launches_compute():
@@ -52,7 +55,7 @@ def test_step_replays_what_direct_launches_compute():
     rng = np.random.default_rng(0)
     for t in range(9):
         targets = spec.DEFAULT_JOINT_POS + 0.2 * rng.normal(size=(N, 12))
-        if t == 3:  # new parameter arrays: the graph must be captured again
+        if t == 3:  # parameters are written in place: the graph must see the new values
             for sim in (graphed, direct):
                 sim.set_params(kp=0.5 * spec.KP, mu=0.4)
         if t == 6:  # a changed value the launches hold: captured again
@@ -64,7 +67,7 @@ def test_step_replays_what_direct_launches_compute():
             np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(graphed.contact_forces(), direct.contact_forces())
     assert np.any(graphed.contact_forces()[..., 2] > 1.0)  # the feet carried load
-    assert len(graphed.graphs._graphs) == 3
+    assert graphed.graphs.captured() == ['step']  # one graph per sequence, replaced on change
 
 
 def _window(sim, targets, loss_terms):

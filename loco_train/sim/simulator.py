@@ -9,7 +9,8 @@ One control step = `substeps` Moreau steps of dt = control_dt / substeps:
 On a recording warp.Tape, with buffers allocated for gradients and adjoint='hand' (the default),
 kinematics, CRBA, RNEA, the factor and solves, Delassus operator, PGS and impulse update run off
 the tape and their hand-written reverse passes are recorded in their place; adjoint='auto'
-records the kernels themselves (Warp's generated adjoints).
+records the kernels themselves (Warp's generated adjoints). step() replays its launches as a
+captured graph (graphs.py) unless config.graphs is False.
 dt = 0.005 s by default (4 substeps per 20 ms control step): stable for ANYmal's stiffest
 dynamics (PD gains kp 80 N m/rad on ~0.01 kg m^2 links give natural periods of ~70 ms, and
 impulse-based contact has no stiffness limit); 0.0025 s (8 substeps) is recommended for the soft
@@ -75,7 +76,7 @@ class Simulator:
         self.shared_grads = None
         """SharedGradients of the intermediates of every recorded substep (hand adjoints)."""
         self.graphs = GraphCache(self.device, config.graphs)
-        """Captured launch sequences of step() and the torch bridge (keys: graph_key())."""
+        """Captured launch sequences of step() and the torch bridge."""
         self._staged = None
         self.invalid = np.zeros(self.num_envs, dtype=bool)
         """(N,) True where the state became non-finite or implausible (terminate those envs)."""
@@ -139,6 +140,7 @@ class Simulator:
         """Set per-env parameters; ValueError on a non-finite or out-of-range value.
 
         kp, kd, tau_max, armature: (N, nu) or (nu,); mass_offset (kg), mu: (N,) or scalar.
+        Written in place into `params` (captured graphs hold those arrays).
         """
         n, nu = self.num_envs, max(self.spec.nu, 1)
         for name, value in values.items():
@@ -158,8 +160,12 @@ class Simulator:
                                                         if self.spec.parent[b] == 0]]  # fmt: skip
                 if np.any(value[:, None] + masses[None, :] <= 0):
                     raise ValueError('mass_offset makes a root body mass non-positive')
-            self.params[name] = self._array(np.ascontiguousarray(value))
-            self._version += 1
+            held = self.params.get(name)
+            if held is None:
+                self.params[name] = self._array(np.ascontiguousarray(value))
+                self._version += 1
+            else:  # in place: captured graphs hold this array
+                held.assign(np.ascontiguousarray(value, dtype=self.np_dtype))
 
     def set_state(self, qpos, qvel):
         """Set qpos (N, nq) and qvel (N, nv) in MuJoCo's order ((nq,), (nv,) broadcast)."""
@@ -482,9 +488,10 @@ class Simulator:
             applied = self._array(np.ascontiguousarray(applied))
         return self._array(np.ascontiguousarray(targets)), tau_ff, applied
 
-    def graph_key(self, *tag):
-        """Key of a captured graph: `tag` plus everything its launches hold as values."""
-        return (*tag, self._version, dataclasses.astuple(self.config))
+    def graph_values(self, params=True):
+        """What a captured graph's launches hold besides fixed arrays (GraphCache values)."""
+        config = dataclasses.astuple(self.config)
+        return (self._version, config) if params else config
 
     def _stage(self):
         """Fixed input arrays of step()'s captured graph (inputs are copied in)."""
@@ -520,7 +527,7 @@ class Simulator:
             )
             return qpos, qvel, forces
 
-        self.qpos, self.qvel, self._forces = self.graphs.run(self.graph_key('step'), launches)
+        self.qpos, self.qvel, self._forces = self.graphs.run('step', launches, self.graph_values())
         self._observed = False
         self.invalid |= s.flag.numpy().astype(bool)
 

@@ -87,9 +87,10 @@ class _Slot:
         self.tape = None
         self.outputs = None  # (qpos, qvel, foot_pos, foot_vel, *substep forces): warp arrays
 
-    def key(self, sim, stage):
-        """Graph key of one stage ('forward', 'backward', 'zero') of this slot."""
-        return sim.graph_key('bridge', self.index, self.record, stage)
+    def run(self, sim, stage, launches):
+        """Run one stage ('forward', 'backward', 'zero') of this slot from its graph."""
+        tag = ('bridge', self.index, self.record, stage)
+        return sim.graphs.run(tag, launches, sim.graph_values(params=False))
 
     def forward(self, sim):
         """Run (replay) the control step and the observation on the inputs; return the outputs."""
@@ -107,7 +108,7 @@ class _Slot:
                 sim.observe(q, v, values, self.obs, clearance=False)
             return [q, v, self.obs.foot_pos, self.obs.foot_vel] + forces
 
-        self.outputs = sim.graphs.run(self.key(sim, 'forward'), launches)
+        self.outputs = self.run(sim, 'forward', launches)
         return self.outputs
 
     def backward(self, sim, seeds):
@@ -118,10 +119,10 @@ class _Slot:
                 view.zero_()
             else:
                 view[:, : g.shape[1]] = g
-        sim.graphs.run(self.key(sim, 'backward'), self.tape.backward)
+        self.run(sim, 'backward', self.tape.backward)
         grads = [_finite_rows(wp.to_torch(a.grad).clone()) for a in self.inputs]
         # pooled arrays start from zero when reused
-        sim.graphs.run(self.key(sim, 'zero'), self.tape.zero)
+        self.run(sim, 'zero', self.tape.zero)
         return grads
 
 
