@@ -50,6 +50,7 @@ def _status(text):
 def _timed(fn, budget, min_reps=2):
     """Run fn until `budget` seconds have passed (at least min_reps); return seconds per call."""
     fn()  # warm-up: compilation and allocation
+    fn()  # and graph capture (on the second run of a launch sequence)
     reps, start = 0, time.perf_counter()
     while reps < min_reps or time.perf_counter() - start < budget:
         fn()
