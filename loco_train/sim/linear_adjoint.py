@@ -84,6 +84,7 @@ def build(sp, module):
         qvel_free: wp.array2d(dtype=Float),  # (N, nv)
         G_grad: wp.array3d(dtype=Mat33),  # (N, nc, nc)
         b_grad: wp.array2d(dtype=Vec3),  # (N, nc)
+        weight: wp.array2d(dtype=Float),  # (N, nc) PGS contact weights; 0: no gradient reads
         md: sp.ModelData,
         M: wp.array3d(dtype=Vec3),  # (N, nv, nc) scratch: H^-1 J^T = L^-T Y
         S: wp.array3d(dtype=Mat33),  # (N, nc, nc) scratch: G_bar + G_bar^T, blockwise
@@ -92,40 +93,55 @@ def build(sp, module):
         qvel_free_grad: wp.array2d(dtype=Float),  # (N, nv) accumulated
         H_grad: wp.array3d(dtype=Float),  # (N, nv, nv) accumulated
     ):
-        """Reverse of G = J H^-1 J^T and b = J qd_free."""
+        """Reverse of G = J H^-1 J^T and b = J qd_free.
+
+        PGS reads no G block or b of a contact with weight 0, so their gradients are 0: the
+        active contacts are gathered first and only their rows and columns are worked.
+        """
         e = wp.tid()
         nv = L.shape[1]
         nc = J.shape[1]
         zero = Vec3(Float(0.0), Float(0.0), Float(0.0))
+        active = int(0)
+        for c in range(nc):
+            if weight[e, c] != Float(0.0):
+                active = active + 1
+        if active == 0:
+            return
         for r in range(nv):
             i = nv - 1 - r
             inv = Float(1.0) / L[e, i, i]
             for c in range(nc):
-                s = Y[e, i, c]
-                for k in range(i + 1, nv):
-                    s = s - L[e, k, i] * M[e, k, c]
-                M[e, i, c] = s * inv
+                if weight[e, c] != Float(0.0):
+                    s = Y[e, i, c]
+                    for k in range(i + 1, nv):
+                        s = s - L[e, k, i] * M[e, k, c]
+                    M[e, i, c] = s * inv
         for c in range(nc):
             for c2 in range(nc):
                 S[e, c, c2] = G_grad[e, c, c2] + wp.transpose(G_grad[e, c2, c])
         for k in range(nv):
             for c in range(nc):
                 w = zero
-                for c2 in range(nc):
-                    w = w + S[e, c, c2] * M[e, k, c2]
+                if weight[e, c] != Float(0.0):
+                    for c2 in range(nc):
+                        if weight[e, c2] != Float(0.0):
+                            w = w + S[e, c, c2] * M[e, k, c2]
                 W[e, k, c] = w
         for c in range(nc):
-            for kk in range(md.contact_ndof[c]):
-                j = md.contact_dofs[c, kk]
-                J_grad[e, c, j] = J_grad[e, c, j] + W[e, j, c] + b_grad[e, c] * qvel_free[e, j]
-                qvel_free_grad[e, j] = qvel_free_grad[e, j] + wp.dot(J[e, c, j], b_grad[e, c])
+            if weight[e, c] != Float(0.0):
+                for kk in range(md.contact_ndof[c]):
+                    j = md.contact_dofs[c, kk]
+                    J_grad[e, c, j] = J_grad[e, c, j] + W[e, j, c] + b_grad[e, c] * qvel_free[e, j]
+                    qvel_free_grad[e, j] = qvel_free_grad[e, j] + wp.dot(J[e, c, j], b_grad[e, c])
         half = Float(0.5)
         for i in range(nv):
             for kk in range(md.dof_nanc[i]):
                 j = md.dof_anc[i, kk]
                 v = Float(0.0)
                 for c in range(nc):
-                    v = v + wp.dot(M[e, i, c], W[e, j, c])
+                    if weight[e, c] != Float(0.0):
+                        v = v + wp.dot(M[e, i, c], W[e, j, c])
                 H_grad[e, i, j] = H_grad[e, i, j] - half * v
                 if j != i:
                     H_grad[e, j, i] = H_grad[e, j, i] - half * v

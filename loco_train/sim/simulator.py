@@ -398,8 +398,8 @@ class Simulator:
                 scratch = self._scratch()
                 self._reverse(
                     tape, k.delassus_adjoint,
-                    [buf.L, buf.Y, buf.J, buf.qvel_free, buf.G.grad, buf.b.grad, md, scratch.M,
-                     scratch.S, scratch.W, buf.J.grad, buf.qvel_free.grad, H.grad],
+                    [buf.L, buf.Y, buf.J, buf.qvel_free, buf.G.grad, buf.b.grad, buf.weight, md,
+                     scratch.M, scratch.S, scratch.W, buf.J.grad, buf.qvel_free.grad, H.grad],
                     [buf.G, buf.b, buf.J, buf.qvel_free, H],
                 )  # fmt: skip
             self._launch(
