@@ -43,34 +43,48 @@ def build(sp, module):
         L: wp.array3d(dtype=Float),  # (N, nv, nv) Cholesky factor of H
         J: wp.array3d(dtype=Vec3),  # (N, nc, nv)
         qvel: wp.array2d(dtype=Float),  # (N, nv) contact-free velocity
+        phi: wp.array2d(dtype=Float),  # (N, nc) signed distances (m)
+        reach: Float,  # distance beyond which a contact's PGS weight is 0 (m)
         SY: wp.array3d(dtype=Vec3),  # (N, nv, nc) scratch sums of the forward substitution
-        Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-1 J^T
+        Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-1 J^T; 0 for contacts out of reach
         b: wp.array2d(dtype=Vec3),  # (N, nc) contact velocity J qd without impulses (m/s)
     ):
-        """Column c of Y = L^-1 J^T by forward substitution, and the free contact velocity."""
+        """Column c of Y = L^-1 J^T by forward substitution, and the free contact velocity.
+
+        A contact out of reach gets no impulse (PGS weight 0): its column is left 0.
+        """
         e, c = wp.tid()
         nv = L.shape[1]
-        u = Vec3(Float(0.0), Float(0.0), Float(0.0))
+        zero = Vec3(Float(0.0), Float(0.0), Float(0.0))
+        u = zero
         for j in range(nv):
             u = u + J[e, c, j] * qvel[e, j]
         b[e, c] = u
-        for i in range(nv):
-            s = Vec3(Float(0.0), Float(0.0), Float(0.0))
-            for k in range(i):
-                s = s + L[e, i, k] * Y[e, k, c]
-            SY[e, i, c] = s
-            Y[e, i, c] = (J[e, c, i] - SY[e, i, c]) / L[e, i, i]
+        if phi[e, c] > reach:
+            for i in range(nv):
+                SY[e, i, c] = zero
+                Y[e, i, c] = zero
+        else:
+            for i in range(nv):
+                s = zero
+                for k in range(i):
+                    s = s + L[e, i, k] * Y[e, k, c]
+                SY[e, i, c] = s
+                Y[e, i, c] = (J[e, c, i] - SY[e, i, c]) / L[e, i, i]
 
     @wp.kernel(module=module)
     def delassus_blocks(
         Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-1 J^T
+        phi: wp.array2d(dtype=Float),  # (N, nc) signed distances (m)
+        reach: Float,  # distance beyond which a contact's PGS weight is 0 (m)
         G: wp.array3d(dtype=Mat33),  # (N, nc, nc) 3x3 blocks of J H^-1 J^T = Y^T Y
     ):
-        """Delassus block (c, c2) = sum_i Y[i, c] Y[i, c2]^T."""
+        """Delassus block (c, c2) = sum_i Y[i, c] Y[i, c2]^T; 0 where either is out of reach."""
         e, c, c2 = wp.tid()
-        g = wp.outer(Y[e, 0, c], Y[e, 0, c2])
-        for i in range(1, Y.shape[1]):
-            g = g + wp.outer(Y[e, i, c], Y[e, i, c2])
+        g = Mat33()
+        if phi[e, c] <= reach and phi[e, c2] <= reach:
+            for i in range(Y.shape[1]):
+                g = g + wp.outer(Y[e, i, c], Y[e, i, c2])
         G[e, c, c2] = g
 
     @wp.kernel(module=module)

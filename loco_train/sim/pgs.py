@@ -50,6 +50,7 @@ def build(sp, module):
         smooth: int,  # 1: smooth weights and targets; 0: hard
         kappa: Float,  # sigmoid sharpness (1/m)
         offset: Float,  # distance at which the smooth weight is 1/2 (m)
+        reach: Float,  # distance beyond which the weight is 0 (m); the Delassus kernels' test
         erp: Float,  # penetration fraction removed per step
         dt: Float,  # time step (s)
         weight: wp.array2d(dtype=Float),  # (N, nc) contact weights w_c
@@ -71,10 +72,14 @@ def build(sp, module):
                 sig = Float(1.0) / (Float(1.0) + wp.exp(z))
                 cut = Float(1.0) / (Float(1.0) + wp.exp(Float(Z_CUT)))  # W_CUT, rounded as sig
                 w = wp.max(sig - cut, zero) / (Float(1.0) - cut)
+            if phi[e, c] > reach:  # the Delassus kernels left this contact's blocks 0
+                w = zero
             weight[e, c] = w
-            block = G[e, c, c]
-            tangent = Float(2.0) / (block[1, 1] + block[2, 2])
-            rinv[e, c] = Vec3(Float(1.0) / block[0, 0], tangent, tangent)
+            rinv[e, c] = Vec3(zero, zero, zero)
+            if w != zero:
+                block = G[e, c, c]
+                tangent = Float(2.0) / (block[1, 1] + block[2, 2])
+                rinv[e, c] = Vec3(Float(1.0) / block[0, 0], tangent, tangent)
             lam[e, 0, c] = Vec3(zero, zero, zero)
         for it in range(iterations):
             for c in range(nc):

@@ -28,6 +28,7 @@ from loco_train.sim.config import SimConfig
 from loco_train.sim.graphs import GraphCache
 from loco_train.sim.kernels import kernel_set
 from loco_train.sim.model import model_spec
+from loco_train.sim.pgs import Z_CUT
 
 PARAMS = ('kp', 'kd', 'tau_max', 'armature', 'mass_offset', 'mu')
 """Per-environment parameters: (N, nu) gains, limits, armature; (N,) base mass offset, friction."""
@@ -389,11 +390,15 @@ class Simulator:
         if has_contact and c.contact in ('hard', 'smooth'):
             nc = self.spec.ncontact
             smooth = int(c.contact == 'smooth')
+            reach = sp.Float(self.contact_reach())
             self._launch(
-                k.delassus_columns, [buf.L, buf.J, buf.qvel_free], [buf.SY, buf.Y, buf.b],
-                dim=(n, nc), record_tape=auto,
+                k.delassus_columns, [buf.L, buf.J, buf.qvel_free, buf.phi, reach],
+                [buf.SY, buf.Y, buf.b], dim=(n, nc), record_tape=auto,
             )  # fmt: skip
-            self._launch(k.delassus_blocks, [buf.Y], [buf.G], dim=(n, nc, nc), record_tape=auto)
+            self._launch(
+                k.delassus_blocks, [buf.Y, buf.phi, reach], [buf.G], dim=(n, nc, nc),
+                record_tape=auto,
+            )  # fmt: skip
             if hand:
                 scratch = self._scratch()
                 self._reverse(
@@ -405,7 +410,7 @@ class Simulator:
             self._launch(
                 k.pgs_solve,
                 [buf.G, buf.b, buf.phi, params['mu'], smooth, sp.Float(c.kappa),
-                 sp.Float(c.contact_offset), sp.Float(c.erp), dt],
+                 sp.Float(c.contact_offset), reach, sp.Float(c.erp), dt],
                 [buf.weight, buf.rinv, buf.U, buf.lam], record_tape=auto,
             )  # fmt: skip
             if hand:
@@ -434,6 +439,13 @@ class Simulator:
         if hand:  # runs first in this substep's reverse pass
             tape.record_func(self.shared_grads.zero, [])
         return buf.qpos_out, qvel_end
+
+    def contact_reach(self):
+        """Distance (m) beyond which a contact gets no impulse (smooth and hard models)."""
+        c = self.config
+        if c.contact == 'smooth':
+            return c.contact_offset + Z_CUT / c.kappa
+        return c.contact_offset
 
     def control_step(self, qpos, qvel, target, tau_ff, applied, params, bufs):
         """`substeps` Moreau steps with fixed targets; return (qpos, qvel, [substep forces])."""
