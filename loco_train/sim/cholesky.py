@@ -25,10 +25,16 @@ def build(sp, module):
             S[e, j, j] = s
             L[e, j, j] = wp.sqrt(H[e, j, j] - S[e, j, j])
             for i in range(j + 1, n):
-                t = Float(0.0)
-                for k in range(j):
-                    t = t + L[e, i, k] * L[e, j, k]
-                S[e, i, j] = t
+                # two partial sums: half the dependent chain of multiply-adds (latency-bound)
+                t0 = Float(0.0)
+                t1 = Float(0.0)
+                for h in range(j // 2):
+                    k = 2 * h
+                    t0 = t0 + L[e, i, k] * L[e, j, k]
+                    t1 = t1 + L[e, i, k + 1] * L[e, j, k + 1]
+                if j % 2 == 1:
+                    t0 = t0 + L[e, i, j - 1] * L[e, j, j - 1]
+                S[e, i, j] = t0 + t1
                 L[e, i, j] = (H[e, i, j] - S[e, i, j]) / L[e, j, j]
 
     @wp.kernel(module=module)

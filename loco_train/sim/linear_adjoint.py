@@ -31,17 +31,26 @@ def build(sp, module):
     ):
         """z[e] = H^-1 rhs[e] by forward then backward substitution, in place in z."""
         n = L.shape[1]
-        for i in range(n):
-            s = rhs[e, i]
-            for k in range(i):
-                s = s - L[e, i, k] * z[e, k]
-            z[e, i] = s / L[e, i, i]
+        for i in range(n):  # two partial sums halve the dependent chains of multiply-adds
+            s0 = rhs[e, i]
+            s1 = Float(0.0)
+            for h in range(i // 2):
+                s0 = s0 - L[e, i, 2 * h] * z[e, 2 * h]
+                s1 = s1 + L[e, i, 2 * h + 1] * z[e, 2 * h + 1]
+            if i % 2 == 1:
+                s0 = s0 - L[e, i, i - 1] * z[e, i - 1]
+            z[e, i] = (s0 - s1) / L[e, i, i]
         for r in range(n):
             i = n - 1 - r
-            s = z[e, i]
-            for k in range(i + 1, n):
-                s = s - L[e, k, i] * z[e, k]
-            z[e, i] = s / L[e, i, i]
+            s0 = z[e, i]
+            s1 = Float(0.0)
+            m = n - 1 - i  # terms k = i + 1 .. n - 1
+            for h in range(m // 2):
+                s0 = s0 - L[e, i + 1 + 2 * h, i] * z[e, i + 1 + 2 * h]
+                s1 = s1 + L[e, i + 2 + 2 * h, i] * z[e, i + 2 + 2 * h]
+            if m % 2 == 1:
+                s0 = s0 - L[e, n - 1, i] * z[e, n - 1]
+            z[e, i] = (s0 - s1) / L[e, i, i]
 
     @wp.func
     def subtract_outer(
@@ -111,12 +120,17 @@ def build(sp, module):
         for r in range(nv):
             i = nv - 1 - r
             inv = Float(1.0) / L[e, i, i]
+            m = nv - 1 - i  # terms k = i + 1 .. nv - 1, in two partial sums
             for c in range(nc):
                 if weight[e, c] != Float(0.0):
-                    s = Y[e, i, c]
-                    for k in range(i + 1, nv):
-                        s = s - L[e, k, i] * M[e, k, c]
-                    M[e, i, c] = s * inv
+                    s0 = Y[e, i, c]
+                    s1 = zero
+                    for h in range(m // 2):
+                        s0 = s0 - L[e, i + 1 + 2 * h, i] * M[e, i + 1 + 2 * h, c]
+                        s1 = s1 + L[e, i + 2 + 2 * h, i] * M[e, i + 2 + 2 * h, c]
+                    if m % 2 == 1:
+                        s0 = s0 - L[e, nv - 1, i] * M[e, nv - 1, c]
+                    M[e, i, c] = (s0 - s1) * inv
         for c in range(nc):
             for c2 in range(nc):
                 S[e, c, c2] = G_grad[e, c, c2] + wp.transpose(G_grad[e, c2, c])
