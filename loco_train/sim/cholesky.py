@@ -1,4 +1,12 @@
-"""Dense Cholesky factorisation H = L L^T per environment and solves through the factors."""
+"""Sparse factorisation H = L^T L per environment and solves through the factor.
+
+Featherstone's LTL factorisation (Rigid Body Dynamics Algorithms, 6.5): with dofs numbered
+parents first, H[k, i] is non-zero only where i is an ancestor of k (or k of i), and factoring
+from the leaves keeps that pattern in L: no fill-in. For ANYmal that is ~380 multiply-adds
+against ~970 for a dense Cholesky, and each triangular solve touches 117 entries, not 171.
+L is lower triangular and only its ancestor pairs are read or written. H^-1 = L^-1 L^-T.
+Every entry is written once and its partial sum is kept, so Warp's generated adjoints apply.
+"""
 
 from types import SimpleNamespace
 
@@ -11,55 +19,58 @@ def build(sp, module):
 
     @wp.kernel(module=module)
     def cholesky_factor(
-        H: wp.array3d(dtype=Float),  # (N, nv, nv) symmetric positive definite
-        S: wp.array3d(dtype=Float),  # (N, nv, nv) scratch: sum_k<j L[i, k] L[j, k]
-        L: wp.array3d(dtype=Float),  # (N, nv, nv) lower factor; upper triangle left untouched
+        H: wp.array3d(dtype=Float),  # (N, nv, nv) symmetric positive definite, tree-sparse
+        md: sp.ModelData,
+        S: wp.array3d(dtype=Float),  # (N, nv, nv) scratch: sum_m L[m, k] L[m, i], m below k
+        L: wp.array3d(dtype=Float),  # (N, nv, nv) lower factor, H = L^T L; ancestor pairs only
     ):
-        """Lower Cholesky factor of H (Cholesky-Banachiewicz, column by column)."""
+        """L[k, i] = (H[k, i] - sum over descendants m of k of L[m, k] L[m, i]) / L[k, k]."""
         e = wp.tid()
         n = H.shape[1]
-        for j in range(n):
+        for r in range(n):
+            k = n - 1 - r  # leaves first: every descendant row is done
+            nd = md.dof_ndesc[k]
             s = Float(0.0)
-            for k in range(j):
-                s = s + L[e, j, k] * L[e, j, k]
-            S[e, j, j] = s
-            L[e, j, j] = wp.sqrt(H[e, j, j] - S[e, j, j])
-            for i in range(j + 1, n):
-                # two partial sums: half the dependent chain of multiply-adds (latency-bound)
-                t0 = Float(0.0)
-                t1 = Float(0.0)
-                for h in range(j // 2):
-                    k = 2 * h
-                    t0 = t0 + L[e, i, k] * L[e, j, k]
-                    t1 = t1 + L[e, i, k + 1] * L[e, j, k + 1]
-                if j % 2 == 1:
-                    t0 = t0 + L[e, i, j - 1] * L[e, j, j - 1]
-                S[e, i, j] = t0 + t1
-                L[e, i, j] = (H[e, i, j] - S[e, i, j]) / L[e, j, j]
+            for d in range(nd):
+                m = md.dof_desc[k, d]
+                s = s + L[e, m, k] * L[e, m, k]
+            S[e, k, k] = s
+            L[e, k, k] = wp.sqrt(H[e, k, k] - S[e, k, k])
+            for a in range(md.dof_nanc[k] - 1):  # proper ancestors (the list ends with k)
+                i = md.dof_anc[k, a]
+                t = Float(0.0)
+                for d in range(nd):
+                    m = md.dof_desc[k, d]
+                    t = t + L[e, m, k] * L[e, m, i]
+                S[e, k, i] = t
+                L[e, k, i] = (H[e, k, i] - S[e, k, i]) / L[e, k, k]
 
     @wp.kernel(module=module)
     def cholesky_solve(
-        L: wp.array3d(dtype=Float),  # (N, nv, nv) lower factor of H
+        L: wp.array3d(dtype=Float),  # (N, nv, nv) factor, H = L^T L
         rhs: wp.array2d(dtype=Float),  # (N, nv)
-        sy: wp.array2d(dtype=Float),  # (N, nv) scratch sums of the forward substitution
-        y: wp.array2d(dtype=Float),  # (N, nv) L^-1 rhs
-        sx: wp.array2d(dtype=Float),  # (N, nv) scratch sums of the backward substitution
+        md: sp.ModelData,
+        sy: wp.array2d(dtype=Float),  # (N, nv) scratch sums of the first solve
+        y: wp.array2d(dtype=Float),  # (N, nv) L^-T rhs
+        sx: wp.array2d(dtype=Float),  # (N, nv) scratch sums of the second solve
         x: wp.array2d(dtype=Float),  # (N, nv) H^-1 rhs
     ):
-        """X = H^-1 rhs by forward then backward substitution."""
+        """Solve H x = rhs: L^T y = rhs from the leaves, then L x = y from the root."""
         e = wp.tid()
         n = L.shape[1]
-        for i in range(n):
-            s = Float(0.0)
-            for k in range(i):
-                s = s + L[e, i, k] * y[e, k]
-            sy[e, i] = s
-            y[e, i] = (rhs[e, i] - sy[e, i]) / L[e, i, i]
         for r in range(n):
             i = n - 1 - r
             s = Float(0.0)
-            for k in range(i + 1, n):
-                s = s + L[e, k, i] * x[e, k]
+            for d in range(md.dof_ndesc[i]):
+                m = md.dof_desc[i, d]
+                s = s + L[e, m, i] * y[e, m]
+            sy[e, i] = s
+            y[e, i] = (rhs[e, i] - sy[e, i]) / L[e, i, i]
+        for i in range(n):
+            s = Float(0.0)
+            for a in range(md.dof_nanc[i] - 1):
+                j = md.dof_anc[i, a]
+                s = s + L[e, i, j] * x[e, j]
             sx[e, i] = s
             x[e, i] = (y[e, i] - sx[e, i]) / L[e, i, i]
 

@@ -1,4 +1,4 @@
-"""Hand-written adjoints of everything that solves with the Cholesky factor L of H.
+"""Hand-written adjoints of everything that solves with the factor L of H = L^T L (cholesky.py).
 
 The forward kernels (factor, solve, Delassus columns and blocks, impulse update) run off the tape;
 their reverse is written here in terms of H itself, so no gradient ever reaches L and the
@@ -26,31 +26,25 @@ def build(sp, module):
     def solve_into(
         L: wp.array3d(dtype=Float),
         rhs: wp.array2d(dtype=Float),
+        md: sp.ModelData,
         z: wp.array2d(dtype=Float),
         e: int,
     ):
-        """z[e] = H^-1 rhs[e] by forward then backward substitution, in place in z."""
+        """z[e] = H^-1 rhs[e] = L^-1 L^-T rhs[e], in place in z (cholesky.py's sparse factor)."""
         n = L.shape[1]
-        for i in range(n):  # two partial sums halve the dependent chains of multiply-adds
-            s0 = rhs[e, i]
-            s1 = Float(0.0)
-            for h in range(i // 2):
-                s0 = s0 - L[e, i, 2 * h] * z[e, 2 * h]
-                s1 = s1 + L[e, i, 2 * h + 1] * z[e, 2 * h + 1]
-            if i % 2 == 1:
-                s0 = s0 - L[e, i, i - 1] * z[e, i - 1]
-            z[e, i] = (s0 - s1) / L[e, i, i]
         for r in range(n):
             i = n - 1 - r
-            s0 = z[e, i]
-            s1 = Float(0.0)
-            m = n - 1 - i  # terms k = i + 1 .. n - 1
-            for h in range(m // 2):
-                s0 = s0 - L[e, i + 1 + 2 * h, i] * z[e, i + 1 + 2 * h]
-                s1 = s1 + L[e, i + 2 + 2 * h, i] * z[e, i + 2 + 2 * h]
-            if m % 2 == 1:
-                s0 = s0 - L[e, n - 1, i] * z[e, n - 1]
-            z[e, i] = (s0 - s1) / L[e, i, i]
+            s = rhs[e, i]
+            for d in range(md.dof_ndesc[i]):
+                m = md.dof_desc[i, d]
+                s = s - L[e, m, i] * z[e, m]
+            z[e, i] = s / L[e, i, i]
+        for i in range(n):
+            s = z[e, i]
+            for a in range(md.dof_nanc[i] - 1):
+                j = md.dof_anc[i, a]
+                s = s - L[e, i, j] * z[e, j]
+            z[e, i] = s / L[e, i, i]
 
     @wp.func
     def subtract_outer(
@@ -70,7 +64,7 @@ def build(sp, module):
 
     @wp.kernel(module=module, enable_backward=False)
     def solve_adjoint(
-        L: wp.array3d(dtype=Float),  # (N, nv, nv) Cholesky factor of H
+        L: wp.array3d(dtype=Float),  # (N, nv, nv) factor of H = L^T L
         x: wp.array2d(dtype=Float),  # (N, nv) the solve's result H^-1 f
         x_grad: wp.array2d(dtype=Float),  # (N, nv)
         md: sp.ModelData,
@@ -80,22 +74,22 @@ def build(sp, module):
     ):
         """Reverse of x = H^-1 f."""
         e = wp.tid()
-        solve_into(L, x_grad, z, e)
+        solve_into(L, x_grad, md, z, e)
         for i in range(md.nv):
             f_grad[e, i] = f_grad[e, i] + z[e, i]
         subtract_outer(H_grad, z, x, md, e)
 
     @wp.kernel(module=module, enable_backward=False)
     def delassus_adjoint(
-        L: wp.array3d(dtype=Float),  # (N, nv, nv) Cholesky factor of H
-        Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-1 J^T
+        L: wp.array3d(dtype=Float),  # (N, nv, nv) factor of H = L^T L
+        Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-T J^T
         J: wp.array3d(dtype=Vec3),  # (N, nc, nv)
         qvel_free: wp.array2d(dtype=Float),  # (N, nv)
         G_grad: wp.array3d(dtype=Mat33),  # (N, nc, nc)
         b_grad: wp.array2d(dtype=Vec3),  # (N, nc)
         weight: wp.array2d(dtype=Float),  # (N, nc) PGS contact weights; 0: no gradient reads
         md: sp.ModelData,
-        M: wp.array3d(dtype=Vec3),  # (N, nv, nc) scratch: H^-1 J^T = L^-T Y
+        M: wp.array3d(dtype=Vec3),  # (N, nv, nc) scratch: H^-1 J^T = L^-1 Y
         S: wp.array3d(dtype=Mat33),  # (N, nc, nc) scratch: G_bar + G_bar^T, blockwise
         W: wp.array3d(dtype=Vec3),  # (N, nv, nc) scratch: M S
         J_grad: wp.array3d(dtype=Vec3),  # (N, nc, nv) accumulated
@@ -117,20 +111,15 @@ def build(sp, module):
                 active = active + 1
         if active == 0:
             return
-        for r in range(nv):
-            i = nv - 1 - r
+        for i in range(nv):  # M = L^-1 Y from the root
             inv = Float(1.0) / L[e, i, i]
-            m = nv - 1 - i  # terms k = i + 1 .. nv - 1, in two partial sums
             for c in range(nc):
                 if weight[e, c] != Float(0.0):
-                    s0 = Y[e, i, c]
-                    s1 = zero
-                    for h in range(m // 2):
-                        s0 = s0 - L[e, i + 1 + 2 * h, i] * M[e, i + 1 + 2 * h, c]
-                        s1 = s1 + L[e, i + 2 + 2 * h, i] * M[e, i + 2 + 2 * h, c]
-                    if m % 2 == 1:
-                        s0 = s0 - L[e, nv - 1, i] * M[e, nv - 1, c]
-                    M[e, i, c] = (s0 - s1) * inv
+                    s = Y[e, i, c]
+                    for a in range(md.dof_nanc[i] - 1):
+                        j = md.dof_anc[i, a]
+                        s = s - L[e, i, j] * M[e, j, c]
+                    M[e, i, c] = s * inv
         for c in range(nc):
             for c2 in range(nc):
                 S[e, c, c2] = G_grad[e, c, c2] + wp.transpose(G_grad[e, c2, c])
@@ -162,7 +151,7 @@ def build(sp, module):
 
     @wp.kernel(module=module, enable_backward=False)
     def impulse_adjoint(
-        L: wp.array3d(dtype=Float),  # (N, nv, nv) Cholesky factor of H
+        L: wp.array3d(dtype=Float),  # (N, nv, nv) factor of H = L^T L
         J: wp.array3d(dtype=Vec3),  # (N, nc, nv)
         lam: wp.array3d(dtype=Vec3),  # (N, iterations + 1, nc) impulse history
         dv: wp.array2d(dtype=Float),  # (N, nv) H^-1 J^T lambda
@@ -180,7 +169,7 @@ def build(sp, module):
         e = wp.tid()
         nc = J.shape[1]
         last = lam.shape[1] - 1
-        solve_into(L, qvel_out_grad, z, e)
+        solve_into(L, qvel_out_grad, md, z, e)
         for i in range(md.nv):
             qvel_free_grad[e, i] = qvel_free_grad[e, i] + qvel_out_grad[e, i]
         for c in range(nc):

@@ -148,6 +148,7 @@ def model_spec(model):
         body_dofs.append(dofs)
     for i in range(nv):
         dof_ancestors.append([j for j in body_dofs[dof_body[i]] if j <= i])
+    dof_descendants = [[m for m in range(k + 1, nv) if k in dof_ancestors[m]] for k in range(nv)]
     subtree = [[d for d in range(nb) if b == 0 or b in chains[d]] for b in range(nb)]
 
     for b in range(1, nb):
@@ -233,6 +234,7 @@ def model_spec(model):
         'body_root': root, 'body_subtree_end': [b + len(subtree[b]) for b in range(nb)],
         'dof_body': dof_body, 'dof_act': act_of_dof,
         'dof_nanc': [len(a) for a in dof_ancestors], 'dof_anc': padded(dof_ancestors),
+        'dof_ndesc': [len(d) for d in dof_descendants], 'dof_desc': padded(dof_descendants),
         'act_dof': act_dof, 'act_qadr': act_qadr, 'contact_body': contact_body,
         'contact_ndof': [len(body_dofs[b]) for b in contact_body],
         'contact_dofs': padded([body_dofs[b] for b in contact_body]),

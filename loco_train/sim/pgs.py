@@ -117,29 +117,29 @@ def build(sp, module):
 
     @wp.kernel(module=module)
     def apply_impulses(
-        L: wp.array3d(dtype=Float),  # (N, nv, nv) Cholesky factor of H
-        Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-1 J^T
+        L: wp.array3d(dtype=Float),  # (N, nv, nv) factor of H = L^T L
+        Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-T J^T
         lam: wp.array3d(dtype=Vec3),  # (N, iterations + 1, nc) impulse history
         qvel_free: wp.array2d(dtype=Float),  # (N, nv)
         md: sp.ModelData,
         dt: Float,  # time step (s)
-        sdv: wp.array2d(dtype=Float),  # (N, nv) scratch: Y lambda - sum_k>i L[k, i] dv[k]
+        sdv: wp.array2d(dtype=Float),  # (N, nv) scratch: Y lambda - sum_j<i L[i, j] dv[j]
         dv: wp.array2d(dtype=Float),  # (N, nv) H^-1 J^T lambda
         qvel_out: wp.array2d(dtype=Float),  # (N, nv) velocity at the end of the step
         force: wp.array2d(dtype=Vec3),  # (N, nc) contact force lambda / dt, world (N)
     ):
-        """qd+ = qd_free + L^-T (Y lambda); also the mean contact force over the step."""
+        """qd+ = qd_free + L^-1 (Y lambda) from the root; also the mean contact force."""
         e = wp.tid()
         nv = L.shape[1]
         nc = Y.shape[2]
         last = lam.shape[1] - 1
-        for r in range(nv):
-            i = nv - 1 - r
+        for i in range(nv):
             s = Float(0.0)
             for c in range(nc):
                 s = s + wp.dot(Y[e, i, c], lam[e, last, c])
-            for k in range(i + 1, nv):
-                s = s - L[e, k, i] * dv[e, k]
+            for a in range(md.dof_nanc[i] - 1):
+                j = md.dof_anc[i, a]
+                s = s - L[e, i, j] * dv[e, j]
             sdv[e, i] = s
             dv[e, i] = sdv[e, i] / L[e, i, i]
             qvel_out[e, i] = qvel_free[e, i] + dv[e, i]

@@ -116,7 +116,8 @@ class Simulator:
         md.nbody, md.nv, md.nu = spec.nbody, spec.nv, spec.nu
         md.nc, md.ns = spec.ncontact, spec.nshape
         for name in ('body_parent', 'body_jtype', 'body_qadr', 'body_dadr', 'body_root',
-                     'body_subtree_end', 'dof_body', 'dof_act', 'dof_nanc', 'dof_anc', 'act_dof',
+                     'body_subtree_end', 'dof_body', 'dof_act', 'dof_nanc', 'dof_anc',
+                     'dof_ndesc', 'dof_desc', 'act_dof',
                      'act_qadr', 'contact_body', 'contact_ndof', 'contact_dofs', 'shape_body',
                      'shape_type'):  # fmt: skip
             setattr(md, name, wp.array(a[name], dtype=int, device=self.device))
@@ -375,10 +376,11 @@ class Simulator:
             [buf.tau],
         )  # fmt: skip
         self._launch(k.net_force, [buf.tau, buf.bias, qvel, md, applied, f_contact], [buf.f])
-        self._launch(k.cholesky_factor, [H], [buf.S, buf.L], record_tape=auto)
+        self._launch(k.cholesky_factor, [H, md], [buf.S, buf.L], record_tape=auto)
         self._launch(
-            k.cholesky_solve, [buf.L, buf.f], [buf.sy, buf.y, buf.sx, buf.qacc], record_tape=auto
-        )
+            k.cholesky_solve, [buf.L, buf.f, md], [buf.sy, buf.y, buf.sx, buf.qacc],
+            record_tape=auto,
+        )  # fmt: skip
         if hand:
             self._reverse(
                 tape, k.solve_adjoint,
@@ -392,11 +394,11 @@ class Simulator:
             smooth = int(c.contact == 'smooth')
             reach = sp.Float(self.contact_reach())
             self._launch(
-                k.delassus_columns, [buf.L, buf.J, buf.qvel_free, buf.phi, reach],
+                k.delassus_columns, [buf.L, buf.J, buf.qvel_free, buf.phi, reach, md],
                 [buf.SY, buf.Y, buf.b], dim=(n, nc), record_tape=auto,
             )  # fmt: skip
             self._launch(
-                k.delassus_blocks, [buf.Y, buf.phi, reach], [buf.G], dim=(n, nc, nc),
+                k.delassus_blocks, [buf.Y, buf.phi, reach, md], [buf.G], dim=(n, nc, nc),
                 record_tape=auto,
             )  # fmt: skip
             if hand:

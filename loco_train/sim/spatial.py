@@ -186,6 +186,8 @@ def spatial(Float):
         dof_act: wp.array(dtype=int)
         dof_nanc: wp.array(dtype=int)
         dof_anc: wp.array2d(dtype=int)
+        dof_ndesc: wp.array(dtype=int)
+        dof_desc: wp.array2d(dtype=int)
         act_dof: wp.array(dtype=int)
         act_qadr: wp.array(dtype=int)
         contact_body: wp.array(dtype=int)
