@@ -8,6 +8,7 @@ factorisation needs no adjoint at all. With M = H^-1 J^T and S = G_bar + G_bar^T
     b = J qd_free:         J_bar += b_bar qd_free^T,  qd_free_bar += J^T b_bar
     dv = H^-1 J^T lambda:  z = H^-1 dv_bar,  lambda_bar += J z,     J_bar += lambda z^T,
                                              H_bar -= z dv^T
+With contacts, the solve for qacc reuses these: H^-1 qacc_bar = dt (H^-1 qd+_bar + M b_bar).
 H_bar is accumulated only on the ancestor pairs (i, j) where H can be non-zero (both triangles):
 the kernels that build H read nothing else back. Only the symmetric part of H_bar matters there,
 because H[i, j] and H[j, i] are always written from one value.
@@ -80,6 +81,50 @@ def build(sp, module):
         subtract_outer(H_grad, z, x, md, e)
 
     @wp.kernel(module=module, enable_backward=False)
+    def free_solve_adjoint(
+        x: wp.array2d(dtype=Float),  # (N, nv) qacc = H^-1 f
+        z_out: wp.array2d(dtype=Float),  # (N, nv) H^-1 qd+_bar, from impulse_adjoint
+        M: wp.array3d(dtype=Vec3),  # (N, nv, nc) H^-1 J^T, 0 for inactive contacts (delassus)
+        W: wp.array3d(dtype=Vec3),  # (N, nv, nc) M S, likewise
+        dv: wp.array2d(dtype=Float),  # (N, nv) H^-1 J^T lambda
+        b_grad: wp.array2d(dtype=Vec3),  # (N, nc)
+        weight: wp.array2d(dtype=Float),  # (N, nc) PGS contact weights
+        md: sp.ModelData,
+        dt: Float,  # time step (s)
+        z: wp.array2d(dtype=Float),  # (N, nv) scratch: H^-1 qacc_bar
+        f_grad: wp.array2d(dtype=Float),  # (N, nv) accumulated
+        H_grad: wp.array3d(dtype=Float),  # (N, nv, nv) accumulated
+    ):
+        """Reverse of qacc = H^-1 f when contacts follow, without a solve; all of the step's H_bar.
+
+        qd_free = qd + dt qacc is read only by the impulse update and b = J qd_free, so
+        qacc_bar = dt (qd+_bar + J^T b_bar) and H^-1 qacc_bar = dt (z_out + M b_bar). The
+        impulse and Delassus reverses leave their H_bar terms to this one pass over H:
+            H_bar -= z_out dv^T + 1/2 M W^T + z qacc^T.
+        """
+        e = wp.tid()
+        nc = M.shape[2]
+        for i in range(md.nv):
+            s = z_out[e, i]
+            for c in range(nc):  # M and W are 0 in the columns of inactive contacts
+                s = s + wp.dot(M[e, i, c], b_grad[e, c])
+            z[e, i] = dt * s
+            f_grad[e, i] = f_grad[e, i] + z[e, i]
+        half = Float(0.5)
+        for i in range(md.nv):
+            for kk in range(md.dof_nanc[i]):
+                j = md.dof_anc[i, kk]
+                v = Float(0.0)
+                for c in range(nc):
+                    v = v + wp.dot(M[e, i, c], W[e, j, c])
+                v = half * v  # symmetric: M S M^T
+                H_grad[e, i, j] = H_grad[e, i, j] - v - z_out[e, i] * dv[e, j] - z[e, i] * x[e, j]
+                if j != i:
+                    H_grad[e, j, i] = (
+                        H_grad[e, j, i] - v - z_out[e, j] * dv[e, i] - z[e, j] * x[e, i]
+                    )
+
+    @wp.kernel(module=module, enable_backward=False)
     def delassus_adjoint(
         L: wp.array3d(dtype=Float),  # (N, nv, nv) factor of H = L^T L
         Y: wp.array3d(dtype=Vec3),  # (N, nv, nc) L^-T J^T
@@ -94,32 +139,26 @@ def build(sp, module):
         W: wp.array3d(dtype=Vec3),  # (N, nv, nc) scratch: M S
         J_grad: wp.array3d(dtype=Vec3),  # (N, nc, nv) accumulated
         qvel_free_grad: wp.array2d(dtype=Float),  # (N, nv) accumulated
-        H_grad: wp.array3d(dtype=Float),  # (N, nv, nv) accumulated
     ):
-        """Reverse of G = J H^-1 J^T and b = J qd_free.
+        """Reverse of G = J H^-1 J^T and b = J qd_free; its H_bar = -1/2 M W^T is left in M, W.
 
-        PGS reads no G block or b of a contact with weight 0, so their gradients are 0: the
-        active contacts are gathered first and only their rows and columns are worked.
+        PGS reads no G block or b of a contact with weight 0, so their gradients are 0: only
+        the active contacts' columns of M and W are worked, the others are set to 0.
         """
         e = wp.tid()
         nv = L.shape[1]
         nc = J.shape[1]
         zero = Vec3(Float(0.0), Float(0.0), Float(0.0))
-        active = int(0)
-        for c in range(nc):
-            if weight[e, c] != Float(0.0):
-                active = active + 1
-        if active == 0:
-            return
         for i in range(nv):  # M = L^-1 Y from the root
             inv = Float(1.0) / L[e, i, i]
             for c in range(nc):
+                s = zero
                 if weight[e, c] != Float(0.0):
                     s = Y[e, i, c]
                     for a in range(md.dof_nanc[i] - 1):
                         j = md.dof_anc[i, a]
                         s = s - L[e, i, j] * M[e, j, c]
-                    M[e, i, c] = s * inv
+                M[e, i, c] = s * inv
         for c in range(nc):
             for c2 in range(nc):
                 S[e, c, c2] = G_grad[e, c, c2] + wp.transpose(G_grad[e, c2, c])
@@ -127,9 +166,8 @@ def build(sp, module):
             for c in range(nc):
                 w = zero
                 if weight[e, c] != Float(0.0):
-                    for c2 in range(nc):
-                        if weight[e, c2] != Float(0.0):
-                            w = w + S[e, c, c2] * M[e, k, c2]
+                    for c2 in range(nc):  # M's column is 0 for an inactive c2
+                        w = w + S[e, c, c2] * M[e, k, c2]
                 W[e, k, c] = w
         for c in range(nc):
             if weight[e, c] != Float(0.0):
@@ -137,17 +175,6 @@ def build(sp, module):
                     j = md.contact_dofs[c, kk]
                     J_grad[e, c, j] = J_grad[e, c, j] + W[e, j, c] + b_grad[e, c] * qvel_free[e, j]
                     qvel_free_grad[e, j] = qvel_free_grad[e, j] + wp.dot(J[e, c, j], b_grad[e, c])
-        half = Float(0.5)
-        for i in range(nv):
-            for kk in range(md.dof_nanc[i]):
-                j = md.dof_anc[i, kk]
-                v = Float(0.0)
-                for c in range(nc):
-                    if weight[e, c] != Float(0.0):
-                        v = v + wp.dot(M[e, i, c], W[e, j, c])
-                H_grad[e, i, j] = H_grad[e, i, j] - half * v
-                if j != i:
-                    H_grad[e, j, i] = H_grad[e, j, i] - half * v
 
     @wp.kernel(module=module, enable_backward=False)
     def impulse_adjoint(
@@ -159,13 +186,15 @@ def build(sp, module):
         force_grad: wp.array2d(dtype=Vec3),  # (N, nc)
         md: sp.ModelData,
         dt: Float,  # time step (s)
-        z: wp.array2d(dtype=Float),  # (N, nv) scratch: H^-1 dv_bar
+        z: wp.array2d(dtype=Float),  # (N, nv) H^-1 qd+_bar (free_solve_adjoint reads it too)
         qvel_free_grad: wp.array2d(dtype=Float),  # (N, nv) accumulated
         lam_grad: wp.array3d(dtype=Vec3),  # (N, iterations + 1, nc) accumulated (last slice)
         J_grad: wp.array3d(dtype=Vec3),  # (N, nc, nv) accumulated
-        H_grad: wp.array3d(dtype=Float),  # (N, nv, nv) accumulated
     ):
-        """Reverse of qd+ = qd_free + H^-1 J^T lambda and force = lambda / dt (world)."""
+        """Reverse of qd+ = qd_free + H^-1 J^T lambda and force = lambda / dt (world).
+
+        Its H_bar = -z dv^T is added by free_solve_adjoint, from z.
+        """
         e = wp.tid()
         nc = J.shape[1]
         last = lam.shape[1] - 1
@@ -180,10 +209,10 @@ def build(sp, module):
                 a = a + J[e, c, j] * z[e, j]
                 J_grad[e, c, j] = J_grad[e, c, j] + lam[e, last, c] * z[e, j]
             lam_grad[e, last, c] = lam_grad[e, last, c] + a
-        subtract_outer(H_grad, z, dv, md, e)
 
     return SimpleNamespace(
         solve_adjoint=solve_adjoint,
+        free_solve_adjoint=free_solve_adjoint,
         delassus_adjoint=delassus_adjoint,
         impulse_adjoint=impulse_adjoint,
     )

@@ -239,6 +239,7 @@ class Simulator:
             n, nv, nc = self.num_envs, self.spec.nv, max(self.spec.ncontact, 1)
             self._adjoint_scratch = SimpleNamespace(
                 z=wp.zeros((n, nv), dtype=self.sp.Float, device=self.device),
+                z_out=wp.zeros((n, nv), dtype=self.sp.Float, device=self.device),
                 M=wp.zeros((n, nv, nc), dtype=self.sp.Vec3, device=self.device),
                 S=wp.zeros((n, nc, nc), dtype=self.sp.Mat33, device=self.device),
                 W=wp.zeros((n, nv, nc), dtype=self.sp.Vec3, device=self.device),
@@ -381,7 +382,16 @@ class Simulator:
             k.cholesky_solve, [buf.L, buf.f, md], [buf.sy, buf.y, buf.sx, buf.qacc],
             record_tape=auto,
         )  # fmt: skip
-        if hand:
+        impulses = has_contact and c.contact in ('hard', 'smooth')
+        if hand and impulses:  # from the impulse and Delassus reverses: no solve
+            scratch = self._scratch()
+            self._reverse(
+                tape, k.free_solve_adjoint,
+                [buf.qacc, scratch.z_out, scratch.M, scratch.W, buf.dv, buf.b.grad, buf.weight,
+                 md, dt, scratch.z, buf.f.grad, H.grad],
+                [buf.qacc, buf.f, buf.b, H],
+            )  # fmt: skip
+        elif hand:
             self._reverse(
                 tape, k.solve_adjoint,
                 [buf.L, buf.qacc, buf.qacc.grad, md, self._scratch().z, buf.f.grad, H.grad],
@@ -389,7 +399,7 @@ class Simulator:
             )  # fmt: skip
         self._launch(k.free_velocity, [qvel, buf.qacc, dt], [buf.qvel_free], dim=(n, nv))
         qvel_end = buf.qvel_free
-        if has_contact and c.contact in ('hard', 'smooth'):
+        if impulses:
             nc = self.spec.ncontact
             smooth = int(c.contact == 'smooth')
             reach = sp.Float(self.contact_reach())
@@ -406,8 +416,8 @@ class Simulator:
                 self._reverse(
                     tape, k.delassus_adjoint,
                     [buf.L, buf.Y, buf.J, buf.qvel_free, buf.G.grad, buf.b.grad, buf.weight, md,
-                     scratch.M, scratch.S, scratch.W, buf.J.grad, buf.qvel_free.grad, H.grad],
-                    [buf.G, buf.b, buf.J, buf.qvel_free, H],
+                     scratch.M, scratch.S, scratch.W, buf.J.grad, buf.qvel_free.grad],
+                    [buf.G, buf.b, buf.J, buf.qvel_free],
                 )  # fmt: skip
             self._launch(
                 k.pgs_solve,
@@ -433,8 +443,8 @@ class Simulator:
                 self._reverse(
                     tape, k.impulse_adjoint,
                     [buf.L, buf.J, buf.lam, buf.dv, buf.qvel_out.grad, buf.force.grad, md, dt,
-                     self._scratch().z, buf.qvel_free.grad, buf.lam.grad, buf.J.grad, H.grad],
-                    [buf.qvel_out, buf.force, buf.qvel_free, buf.lam, buf.J, H],
+                     self._scratch().z_out, buf.qvel_free.grad, buf.lam.grad, buf.J.grad],
+                    [buf.qvel_out, buf.force, buf.qvel_free, buf.lam, buf.J],
                 )  # fmt: skip
             qvel_end = buf.qvel_out
         self._launch(k.integrate_positions, [buf.qmid, qvel_end, half, md], [buf.qpos_out])
