@@ -11,7 +11,7 @@ from loco_train.sim import load_model
 @pytest.mark.parametrize(
     'adjoint, expected, absent',
     [
-        ('hand', {'pgs_solve forward', 'pgs_adjoint', 'delassus_adjoint', 'solve_adjoint'},
+        ('hand', {'pgs_solve forward', 'pgs_adjoint', 'delassus_adjoint', 'free_solve_adjoint'},
          {'pgs_solve adjoint', 'cholesky_factor adjoint'}),
         ('auto', {'pgs_solve forward', 'pgs_solve adjoint', 'cholesky_factor adjoint'},
          {'pgs_adjoint'}),
