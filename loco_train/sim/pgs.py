@@ -269,20 +269,24 @@ def build(sp, module):
                 u_grad[e, it, c] = ub
                 lam_grad[e, it, c] = lam_grad[e, it, c] + lob
                 for c2 in range(nc):
-                    k = it
-                    if c2 < c:
-                        k = it + 1
-                    lam_grad[e, k, c2] = lam_grad[e, k, c2] + ub * G[e, c, c2]  # G^T ub
+                    if weight[e, c2] != zero:  # an inactive impulse stays 0: nothing to feed
+                        k = it
+                        if c2 < c:
+                            k = it + 1
+                        lam_grad[e, k, c2] = lam_grad[e, k, c2] + ub * G[e, c, c2]  # G^T ub
         # G[c, c2] multiplied the impulse of c2 in every update of c: one sum per block
+        # (0 unless both are active: u_grad of an inactive c and its impulses are 0)
         for c in range(nc):
-            for c2 in range(nc):
-                acc = Mat33()
-                for it in range(iterations):
-                    k = it
-                    if c2 < c:
-                        k = it + 1
-                    acc = acc + wp.outer(u_grad[e, it, c], lam[e, k, c2])
-                G_grad[e, c, c2] = G_grad[e, c, c2] + acc
+            if weight[e, c] != zero:
+                for c2 in range(nc):
+                    if weight[e, c2] != zero:
+                        acc = Mat33()
+                        for it in range(iterations):
+                            k = it
+                            if c2 < c:
+                                k = it + 1
+                            acc = acc + wp.outer(u_grad[e, it, c], lam[e, k, c2])
+                        G_grad[e, c, c2] = G_grad[e, c, c2] + acc
 
     return SimpleNamespace(
         pgs_solve=pgs_solve, apply_impulses=apply_impulses, pgs_adjoint=pgs_adjoint
