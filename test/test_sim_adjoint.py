@@ -17,6 +17,7 @@ from loco_train.sim.torch_bridge import TorchSim
 STEPS = 4
 HEIGHT = np.array([0.54, 0.54, 0.80, 0.56])  # base (m): standing, sliding, airborne, landing
 MU = np.array([1.0, 0.1, 1.0, 0.6])
+TAU_SCALE = np.array([1.0, 1.0, 1.0, 0.05])  # torque limits: the landing env's saturate
 
 
 def _initial_state():
@@ -47,15 +48,21 @@ def _gradients(contact, adjoint):
         'kp': torch.tensor(np.tile(spec.KP, (len(HEIGHT), 1)), requires_grad=True),
         'mass_offset': torch.zeros(len(HEIGHT), dtype=torch.float64, requires_grad=True),
         'armature': torch.full((len(HEIGHT), 12), 0.01, dtype=torch.float64, requires_grad=True),
+        'kd': torch.tensor(np.tile(spec.KD, (len(HEIGHT), 1)), requires_grad=True),
+        # the landing robot's drives saturate (clamped torque: the gradient goes to the limit)
+        'tau_max': torch.tensor(
+            np.tile(spec.TORQUE_LIMIT, (len(HEIGHT), 1)) * TAU_SCALE[:, None], requires_grad=True
+        ),
     }
+    tau_ff = torch.full((len(HEIGHT), 12), 0.5, dtype=torch.float64, requires_grad=True)
     ts.reset(qpos, qvel)
     loss = 0.0
     for t in range(STEPS):
-        out = ts.step(targets[t], params=params)
+        out = ts.step(targets[t], params=params, tau_ff=tau_ff)
         loss = loss + out.qpos[:, :3].sum() + 0.01 * out.qvel.square().sum()
         loss = loss + out.foot_pos.sum() + 1e-3 * out.contact_force.square().sum()
     loss.backward()
-    grads = {'qpos': qpos.grad, 'qvel': qvel.grad, 'targets': targets.grad}
+    grads = {'qpos': qpos.grad, 'qvel': qvel.grad, 'targets': targets.grad, 'tau_ff': tau_ff.grad}
     return {**grads, **{k: v.grad for k, v in params.items()}}
 
 

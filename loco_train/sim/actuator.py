@@ -1,4 +1,4 @@
-"""PD actuators and the net generalised force of the velocity update."""
+"""PD actuators and the net generalised force of the velocity update, and their reverse."""
 
 from types import SimpleNamespace
 
@@ -48,4 +48,60 @@ def build(sp, module):
                 value = value + tau[e, u]
             f[e, i] = value
 
-    return SimpleNamespace(pd_torque=pd_torque, net_force=net_force)
+    @wp.struct
+    class Drive:
+        """A substep's PD drive inputs, and the gradients drive_adjoint accumulates into."""
+
+        qpos: wp.array2d(dtype=Float)  # (N, nq) midpoint positions
+        qvel: wp.array2d(dtype=Float)  # (N, nv)
+        target: wp.array2d(dtype=Float)  # (N, nu) q* (rad)
+        tau_ff: wp.array2d(dtype=Float)  # (N, nu) N m
+        kp: wp.array2d(dtype=Float)  # (N, nu)
+        kd: wp.array2d(dtype=Float)  # (N, nu)
+        tau_max: wp.array2d(dtype=Float)  # (N, nu)
+        qpos_grad: wp.array2d(dtype=Float)
+        qvel_grad: wp.array2d(dtype=Float)
+        target_grad: wp.array2d(dtype=Float)
+        tau_ff_grad: wp.array2d(dtype=Float)
+        kp_grad: wp.array2d(dtype=Float)
+        kd_grad: wp.array2d(dtype=Float)
+        tau_max_grad: wp.array2d(dtype=Float)
+        bias_grad: wp.array2d(dtype=Float)  # (N, nv)
+        applied_grad: wp.array2d(dtype=Float)  # (N, nv)
+        f_contact_grad: wp.array2d(dtype=Float)  # (N, nv)
+
+    @wp.func
+    def drive_adjoint(d: Drive, md: sp.ModelData, f_grad: wp.array2d(dtype=Float), e: int):
+        """Reverse of net_force and pd_torque from the net force's gradient f_grad[e].
+
+        Clamping routes the gradient as Warp's clamp(x, a, b) = min(max(a, x), b) does.
+        """
+        for i in range(md.nv):
+            g = f_grad[e, i]
+            d.applied_grad[e, i] = d.applied_grad[e, i] + g
+            d.f_contact_grad[e, i] = d.f_contact_grad[e, i] + g
+            d.bias_grad[e, i] = d.bias_grad[e, i] - g
+            d.qvel_grad[e, i] = d.qvel_grad[e, i] - md.dof_damping[i] * g
+        for u in range(md.nu):
+            j = md.act_dof[u]
+            a = md.act_qadr[u]
+            g = f_grad[e, j]  # the torque's gradient
+            lim = d.tau_max[e, u]
+            err = d.target[e, u] - d.qpos[e, a]
+            raw = d.kp[e, u] * err - d.kd[e, u] * d.qvel[e, j] + d.tau_ff[e, u]
+            if wp.max(-lim, raw) < lim:
+                if -lim > raw:
+                    d.tau_max_grad[e, u] = d.tau_max_grad[e, u] - g
+                else:
+                    d.kp_grad[e, u] = d.kp_grad[e, u] + g * err
+                    d.target_grad[e, u] = d.target_grad[e, u] + g * d.kp[e, u]
+                    d.qpos_grad[e, a] = d.qpos_grad[e, a] - g * d.kp[e, u]
+                    d.kd_grad[e, u] = d.kd_grad[e, u] - g * d.qvel[e, j]
+                    d.qvel_grad[e, j] = d.qvel_grad[e, j] - g * d.kd[e, u]
+                    d.tau_ff_grad[e, u] = d.tau_ff_grad[e, u] + g
+            else:
+                d.tau_max_grad[e, u] = d.tau_max_grad[e, u] + g
+
+    return SimpleNamespace(
+        pd_torque=pd_torque, net_force=net_force, Drive=Drive, drive_adjoint=drive_adjoint
+    )

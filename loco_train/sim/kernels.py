@@ -31,6 +31,7 @@ def kernel_set(dtype):
     merged = {}
     for part in (kinematics, mass_matrix, bias_forces, cholesky, actuator, integrator, contact):
         merged.update(vars(part.build(sp, module)))
-    for part in (pgs, soft_contact, linear_adjoint):
+    for part in (pgs, soft_contact):
         merged.update(vars(part.build(sp, module)))
+    merged.update(vars(linear_adjoint.build(sp, module, merged['Drive'], merged['drive_adjoint'])))
     return SimpleNamespace(sp=sp, module=module, **merged)

@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import warp as wp
 
 
-def build(sp, module):
-    """Kernels for one scalar type `sp`."""
+def build(sp, module, Drive, drive_adjoint):
+    """Kernels for one scalar type `sp`; the drive's reverse (actuator.py) runs inside them."""
     Float, Vec3, Mat33 = sp.Float, sp.Vec3, sp.Mat33
 
     @wp.func
@@ -69,15 +69,14 @@ def build(sp, module):
         x: wp.array2d(dtype=Float),  # (N, nv) the solve's result H^-1 f
         x_grad: wp.array2d(dtype=Float),  # (N, nv)
         md: sp.ModelData,
-        z: wp.array2d(dtype=Float),  # (N, nv) scratch: H^-1 x_bar
-        f_grad: wp.array2d(dtype=Float),  # (N, nv) accumulated
+        drive: Drive,  # the net force's inputs and their gradients
+        z: wp.array2d(dtype=Float),  # (N, nv) scratch: H^-1 x_bar = f_bar
         H_grad: wp.array3d(dtype=Float),  # (N, nv, nv) accumulated
     ):
-        """Reverse of x = H^-1 f."""
+        """Reverse of x = H^-1 f, then of the net force f (drive_adjoint)."""
         e = wp.tid()
         solve_into(L, x_grad, md, z, e)
-        for i in range(md.nv):
-            f_grad[e, i] = f_grad[e, i] + z[e, i]
+        drive_adjoint(drive, md, z, e)
         subtract_outer(H_grad, z, x, md, e)
 
     @wp.kernel(module=module, enable_backward=False)
@@ -91,15 +90,17 @@ def build(sp, module):
         weight: wp.array2d(dtype=Float),  # (N, nc) PGS contact weights
         md: sp.ModelData,
         dt: Float,  # time step (s)
-        z: wp.array2d(dtype=Float),  # (N, nv) scratch: H^-1 qacc_bar
-        f_grad: wp.array2d(dtype=Float),  # (N, nv) accumulated
+        qvel_free_grad: wp.array2d(dtype=Float),  # (N, nv) complete (impulse, Delassus)
+        drive: Drive,  # the net force's inputs and their gradients
+        z: wp.array2d(dtype=Float),  # (N, nv) scratch: H^-1 qacc_bar = f_bar
         H_grad: wp.array3d(dtype=Float),  # (N, nv, nv) accumulated
     ):
-        """Reverse of qacc = H^-1 f when contacts follow, without a solve; all of the step's H_bar.
+        """Reverse of qd_free = qd + dt H^-1 f when contacts follow, without a solve.
 
-        qd_free = qd + dt qacc is read only by the impulse update and b = J qd_free, so
-        qacc_bar = dt (qd+_bar + J^T b_bar) and H^-1 qacc_bar = dt (z_out + M b_bar). The
-        impulse and Delassus reverses leave their H_bar terms to this one pass over H:
+        qd_free is read only by the impulse update and b = J qd_free, so
+        qacc_bar = dt (qd+_bar + J^T b_bar) and H^-1 qacc_bar = dt (z_out + M b_bar). Then the
+        net force's reverse (drive_adjoint), and all of the step's H_bar in one pass: the
+        impulse and Delassus reverses leave theirs to it,
             H_bar -= z_out dv^T + 1/2 M W^T + z qacc^T.
         """
         e = wp.tid()
@@ -109,7 +110,8 @@ def build(sp, module):
             for c in range(nc):  # M and W are 0 in the columns of inactive contacts
                 s = s + wp.dot(M[e, i, c], b_grad[e, c])
             z[e, i] = dt * s
-            f_grad[e, i] = f_grad[e, i] + z[e, i]
+            drive.qvel_grad[e, i] = drive.qvel_grad[e, i] + qvel_free_grad[e, i]
+        drive_adjoint(drive, md, z, e)
         half = Float(0.5)
         for i in range(md.nv):
             for kk in range(md.dof_nanc[i]):

@@ -254,6 +254,19 @@ class Simulator:
             return array.grad
         return wp.zeros(array.shape, dtype=array.dtype, device=self.device)
 
+    def _drive(self, buf, qvel, target, tau_ff, params, applied, f_contact):
+        """The Drive struct of a substep (inputs and gradients) and the arrays it accumulates."""
+        d = self.k.Drive()
+        inputs = {'qpos': buf.qmid, 'qvel': qvel, 'target': target, 'tau_ff': tau_ff}
+        inputs.update((name, params[name]) for name in ('kp', 'kd', 'tau_max'))
+        for name, array in inputs.items():
+            setattr(d, name, array)
+            setattr(d, f'{name}_grad', self._grad(array))
+        d.bias_grad = buf.bias.grad
+        d.applied_grad, d.f_contact_grad = self._grad(applied), self._grad(f_contact)
+        arrays = [*inputs.values(), buf.bias, applied, f_contact]
+        return d, [a for a in arrays if a.grad is not None]
+
     def _kinematics(self, qpos, buf, params, tape=None):
         """Body poses, com-frame inertias and dof motions at `qpos` into `buf`.
 
@@ -374,9 +387,16 @@ class Simulator:
         self._launch(
             k.pd_torque,
             [buf.qmid, qvel, target, tau_ff, params['kp'], params['kd'], params['tau_max'], md],
-            [buf.tau],
+            [buf.tau], record_tape=auto,
         )  # fmt: skip
-        self._launch(k.net_force, [buf.tau, buf.bias, qvel, md, applied, f_contact], [buf.f])
+        self._launch(
+            k.net_force, [buf.tau, buf.bias, qvel, md, applied, f_contact], [buf.f],
+            record_tape=auto,
+        )  # fmt: skip
+        if hand:  # their reverse runs inside the solve's
+            drive, drive_arrays = self._drive(
+                buf, qvel, target, tau_ff, params, applied, f_contact
+            )
         self._launch(k.cholesky_factor, [H, md], [buf.S, buf.L], record_tape=auto)
         self._launch(
             k.cholesky_solve, [buf.L, buf.f, md], [buf.sy, buf.y, buf.sx, buf.qacc],
@@ -388,16 +408,19 @@ class Simulator:
             self._reverse(
                 tape, k.free_solve_adjoint,
                 [buf.qacc, scratch.z_out, scratch.M, scratch.W, buf.dv, buf.b.grad, buf.weight,
-                 md, dt, scratch.z, buf.f.grad, H.grad],
-                [buf.qacc, buf.f, buf.b, H],
+                 md, dt, buf.qvel_free.grad, drive, scratch.z, H.grad],
+                [buf.qacc, buf.b, buf.qvel_free, H] + drive_arrays,
             )  # fmt: skip
         elif hand:
             self._reverse(
                 tape, k.solve_adjoint,
-                [buf.L, buf.qacc, buf.qacc.grad, md, self._scratch().z, buf.f.grad, H.grad],
-                [buf.qacc, buf.f, H],
+                [buf.L, buf.qacc, buf.qacc.grad, md, drive, self._scratch().z, H.grad],
+                [buf.qacc, H] + drive_arrays,
             )  # fmt: skip
-        self._launch(k.free_velocity, [qvel, buf.qacc, dt], [buf.qvel_free], dim=(n, nv))
+        self._launch(
+            k.free_velocity, [qvel, buf.qacc, dt], [buf.qvel_free], dim=(n, nv),
+            record_tape=not (hand and impulses),  # else reversed in free_solve_adjoint
+        )  # fmt: skip
         qvel_end = buf.qvel_free
         if impulses:
             nc = self.spec.ncontact
