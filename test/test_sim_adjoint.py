@@ -61,6 +61,7 @@ def _gradients(contact, adjoint):
         out = ts.step(targets[t], params=params, tau_ff=tau_ff)
         loss = loss + out.qpos[:, :3].sum() + 0.01 * out.qvel.square().sum()
         loss = loss + out.foot_pos.sum() + 1e-3 * out.contact_force.square().sum()
+        loss = loss + 0.1 * out.foot_vel.square().sum()
     loss.backward()
     grads = {'qpos': qpos.grad, 'qvel': qvel.grad, 'targets': targets.grad, 'tau_ff': tau_ff.grad}
     return {**grads, **{k: v.grad for k, v in params.items()}}

@@ -127,6 +127,86 @@ def build(sp, module):
             pos[e, c] = center
             vel[e, c] = v
 
+    @wp.func
+    def point_adjoint(
+        xpos: wp.array2d(dtype=Vec3),
+        xquat: wp.array2d(dtype=Quat),
+        md: sp.ModelData,
+        c: int,
+        offset: Vec3,
+        offset_grad: Vec3,
+        center_grad: Vec3,
+        xpos_grad: wp.array2d(dtype=Vec3),
+        xquat_grad: wp.array2d(dtype=Quat),
+        e: int,
+    ):
+        """Reverse of center = xpos[b] + R(xquat[b]) p_c and offset = center - xpos[root] + k."""
+        b = md.contact_body[c]
+        g = center_grad + offset_grad
+        xpos_grad[e, md.body_root[b]] = xpos_grad[e, md.body_root[b]] - offset_grad
+        xpos_grad[e, b] = xpos_grad[e, b] + g
+        q_r, x_r = sp.quat_rotate_adjoint(xquat[e, b], md.contact_pos[c], g)
+        xquat_grad[e, b] = xquat_grad[e, b] + q_r
+
+    @wp.kernel(module=module, enable_backward=False)
+    def contact_jacobian_adjoint(
+        xpos: wp.array2d(dtype=Vec3),  # (N, nbody) forward values
+        xquat: wp.array2d(dtype=Quat),  # (N, nbody)
+        cdof: wp.array2d(dtype=Vec6),  # (N, nv)
+        md: sp.ModelData,
+        phi_grad: wp.array2d(dtype=Float),  # (N, nc)
+        J_grad: wp.array3d(dtype=Vec3),  # (N, nc, nv)
+        xpos_grad: wp.array2d(dtype=Vec3),  # (N, nbody) accumulated
+        xquat_grad: wp.array2d(dtype=Quat),  # (N, nbody) accumulated
+        cdof_grad: wp.array2d(dtype=Vec6),  # (N, nv) accumulated
+    ):
+        """Reverse of contact_jacobian (v = bottom + top x offset per dof, in the ground frame)."""
+        e = wp.tid()
+        n = md.ground_normal
+        for c in range(md.nc):
+            b = md.contact_body[c]
+            center = xpos[e, b] + wp.quat_rotate(xquat[e, b], md.contact_pos[c])
+            offset = center - md.contact_radius[c] * n - xpos[e, md.body_root[b]]
+            ob = Vec3(Float(0.0), Float(0.0), Float(0.0))
+            for k in range(md.contact_ndof[c]):
+                j = md.contact_dofs[c, k]
+                g = J_grad[e, c, j]
+                vb = g[0] * n + g[1] * md.ground_t1 + g[2] * md.ground_t2
+                cdof_grad[e, j] = cdof_grad[e, j] + sp.stack(wp.cross(offset, vb), vb)
+                ob = ob + wp.cross(vb, sp.top(cdof[e, j]))
+            point_adjoint(xpos, xquat, md, c, offset, ob, phi_grad[e, c] * n, xpos_grad,
+                          xquat_grad, e)  # fmt: skip
+
+    @wp.kernel(module=module, enable_backward=False)
+    def contact_points_adjoint(
+        xpos: wp.array2d(dtype=Vec3),  # (N, nbody) forward values
+        xquat: wp.array2d(dtype=Quat),  # (N, nbody)
+        cdof: wp.array2d(dtype=Vec6),  # (N, nv)
+        qvel: wp.array2d(dtype=Float),  # (N, nv)
+        md: sp.ModelData,
+        pos_grad: wp.array2d(dtype=Vec3),  # (N, nc)
+        vel_grad: wp.array2d(dtype=Vec3),  # (N, nc)
+        xpos_grad: wp.array2d(dtype=Vec3),  # (N, nbody) accumulated
+        xquat_grad: wp.array2d(dtype=Quat),  # (N, nbody) accumulated
+        cdof_grad: wp.array2d(dtype=Vec6),  # (N, nv) accumulated
+        qvel_grad: wp.array2d(dtype=Float),  # (N, nv) accumulated
+    ):
+        """Reverse of contact_points."""
+        e = wp.tid()
+        for c in range(md.nc):
+            b = md.contact_body[c]
+            center = xpos[e, b] + wp.quat_rotate(xquat[e, b], md.contact_pos[c])
+            offset = center - xpos[e, md.body_root[b]]
+            g = vel_grad[e, c]
+            ob = Vec3(Float(0.0), Float(0.0), Float(0.0))
+            for k in range(md.contact_ndof[c]):
+                j = md.contact_dofs[c, k]
+                qvel_grad[e, j] = qvel_grad[e, j] + wp.dot(sp.point_velocity(cdof[e, j], offset), g)
+                vb = g * qvel[e, j]
+                cdof_grad[e, j] = cdof_grad[e, j] + sp.stack(wp.cross(offset, vb), vb)
+                ob = ob + wp.cross(vb, sp.top(cdof[e, j]))
+            point_adjoint(xpos, xquat, md, c, offset, ob, pos_grad[e, c], xpos_grad, xquat_grad, e)
+
     @wp.kernel(module=module, enable_backward=False)
     def shape_clearance(
         xpos: wp.array2d(dtype=Vec3),  # (N, nbody)
@@ -158,6 +238,8 @@ def build(sp, module):
 
     return SimpleNamespace(
         contact_jacobian=contact_jacobian,
+        contact_jacobian_adjoint=contact_jacobian_adjoint,
+        contact_points_adjoint=contact_points_adjoint,
         delassus_columns=delassus_columns,
         delassus_blocks=delassus_blocks,
         contact_points=contact_points,

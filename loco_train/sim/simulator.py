@@ -369,7 +369,17 @@ class Simulator:
         self._bias(qvel, buf, tape if hand else None)
         has_contact = c.contact != 'none' and self.spec.ncontact > 0
         if has_contact:
-            self._launch(k.contact_jacobian, [buf.xpos, buf.xquat, buf.cdof, md], [buf.phi, buf.J])
+            self._launch(
+                k.contact_jacobian, [buf.xpos, buf.xquat, buf.cdof, md], [buf.phi, buf.J],
+                record_tape=auto,
+            )  # fmt: skip
+            if hand:
+                self._reverse(
+                    tape, k.contact_jacobian_adjoint,
+                    [buf.xpos, buf.xquat, buf.cdof, md, buf.phi.grad, buf.J.grad, buf.xpos.grad,
+                     buf.xquat.grad, buf.cdof.grad],
+                    [buf.phi, buf.J, buf.xpos, buf.xquat, buf.cdof],
+                )  # fmt: skip
         f_contact = self.zeros_nv
         H = buf.H
         if has_contact and c.contact == 'soft':
@@ -502,8 +512,17 @@ class Simulator:
         if self.spec.ncontact:
             self._launch(
                 k.contact_points, [obs.xpos, obs.xquat, obs.cdof, qvel, md],
-                [obs.foot_pos, obs.foot_vel],
+                [obs.foot_pos, obs.foot_vel], record_tape=not hand,
             )  # fmt: skip
+            if hand:
+                self._reverse(
+                    tape, k.contact_points_adjoint,
+                    [obs.xpos, obs.xquat, obs.cdof, qvel, md, obs.foot_pos.grad,
+                     obs.foot_vel.grad, obs.xpos.grad, obs.xquat.grad, obs.cdof.grad,
+                     self._grad(qvel)],
+                    [obs.foot_pos, obs.foot_vel, obs.xpos, obs.xquat, obs.cdof]
+                    + ([qvel] if qvel.grad is not None else []),
+                )  # fmt: skip
         if clearance and self.spec.nshape:
             self._launch(  # no adjoint: kept off the tape
                 k.shape_clearance, [obs.xpos, obs.xquat, md], [obs.clearance], record_tape=False
