@@ -201,7 +201,8 @@ def build(sp, module):
             ob = Vec3(Float(0.0), Float(0.0), Float(0.0))
             for k in range(md.contact_ndof[c]):
                 j = md.contact_dofs[c, k]
-                qvel_grad[e, j] = qvel_grad[e, j] + wp.dot(sp.point_velocity(cdof[e, j], offset), g)
+                v = sp.point_velocity(cdof[e, j], offset)
+                qvel_grad[e, j] = qvel_grad[e, j] + wp.dot(v, g)
                 vb = g * qvel[e, j]
                 cdof_grad[e, j] = cdof_grad[e, j] + sp.stack(wp.cross(offset, vb), vb)
                 ob = ob + wp.cross(vb, sp.top(cdof[e, j]))
