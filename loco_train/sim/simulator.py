@@ -254,6 +254,17 @@ class Simulator:
             return array.grad
         return wp.zeros(array.shape, dtype=array.dtype, device=self.device)
 
+    def _integrate(self, qpos, qvel, h, qpos_out, tape=None):
+        """qpos_out = qpos + h qvel on the manifold; tape: record its hand-written reverse."""
+        k, md = self.k, self.md
+        self._launch(k.integrate_positions, [qpos, qvel, h, md], [qpos_out], record_tape=not tape)
+        if tape is not None:
+            self._reverse(
+                tape, k.integrate_adjoint,
+                [qpos, qvel, h, md, qpos_out.grad, self._grad(qpos), self._grad(qvel)],
+                [a for a in (qpos, qvel, qpos_out) if a.grad is not None],
+            )  # fmt: skip
+
     def _drive(self, buf, qvel, target, tau_ff, params, applied, f_contact):
         """The Drive struct of a substep (inputs and gradients) and the arrays it accumulates."""
         d = self.k.Drive()
@@ -364,7 +375,7 @@ class Simulator:
         tape = _active_tape()
         hand = tape is not None and buf.H.requires_grad and not buf.L.requires_grad
         auto = not hand
-        self._launch(k.integrate_positions, [qpos, qvel, half, md], [buf.qmid])
+        self._integrate(qpos, qvel, half, buf.qmid, tape if hand else None)
         self._dynamics(buf.qmid, buf, params, tape if hand else None)
         self._bias(qvel, buf, tape if hand else None)
         has_contact = c.contact != 'none' and self.spec.ncontact > 0
@@ -480,7 +491,7 @@ class Simulator:
                     [buf.qvel_out, buf.force, buf.qvel_free, buf.lam, buf.J],
                 )  # fmt: skip
             qvel_end = buf.qvel_out
-        self._launch(k.integrate_positions, [buf.qmid, qvel_end, half, md], [buf.qpos_out])
+        self._integrate(buf.qmid, qvel_end, half, buf.qpos_out, tape if hand else None)
         if hand:  # runs first in this substep's reverse pass
             tape.record_func(self.shared_grads.zero, [])
         return buf.qpos_out, qvel_end

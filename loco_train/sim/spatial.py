@@ -145,6 +145,22 @@ def spatial(Float):
             s = wp.sin(a) / a
         return Quat(half[0] * s, half[1] * s, half[2] * s, c)
 
+    @wp.func
+    def quat_exp_adjoint(half: Vec3, g: Quat):
+        """Reverse of quat_exp: half_bar for out_bar = g, on the branch quat_exp takes."""
+        a2 = wp.dot(half, half)
+        s = Float(1.0) - a2 / Float(6.0)
+        dc = Float(-0.5)  # d cos / d a2, d (sin a / a) / d a2 (series below 1e-8)
+        ds = Float(-1.0) / Float(6.0)
+        if a2 > Float(1.0e-8):
+            a = wp.sqrt(a2)
+            s = wp.sin(a) / a
+            dc = -wp.sin(a) / (Float(2.0) * a)
+            ds = (a * wp.cos(a) - wp.sin(a)) / (Float(2.0) * a2 * a)
+        gv = Vec3(g[0], g[1], g[2])
+        a2_bar = wp.dot(gv, half) * ds + g[3] * dc
+        return gv * s + half * (Float(2.0) * a2_bar)
+
     @wp.struct
     class ModelData:
         """Constant model arrays on the device (see ModelSpec.arrays for shapes and units)."""
