@@ -3,14 +3,14 @@
 One control step = `substeps` Moreau steps of dt = control_dt / substeps:
     q_mid = q + dt/2 qd                                   (positions to the midpoint)
     H, h, J, phi at q_mid;  tau = PD(q_mid, qd)         (dynamics and contacts at the midpoint)
-    qd_free = qd + dt H^-1 (tau - h - damping qd)       (Cholesky solve, no inverse)
+    qd_free = qd + dt H^-1 (tau - h - damping qd)       (sparse H = L^T L solves, no inverse)
     qd+ = qd_free + H^-1 J^T lambda                     (PGS impulses; soft: forces in the solve)
     q+ = q_mid + dt/2 qd+                               (second half step, quaternion normalised)
 On a recording warp.Tape, with buffers allocated for gradients and adjoint='hand' (the default),
-kinematics, CRBA, RNEA, the factor and solves, Delassus operator, PGS and impulse update run off
-the tape and their hand-written reverse passes are recorded in their place; adjoint='auto'
-records the kernels themselves (Warp's generated adjoints). step() replays its launches as a
-captured graph (graphs.py) unless config.graphs is False.
+every kernel of the step runs off the tape and its hand-written reverse pass is recorded in its
+place, except the soft contact model's kernels and, without impulse contact, the free velocity
+update; adjoint='auto' records the kernels themselves (Warp's generated adjoints). step()
+replays its launches as a captured graph (graphs.py) unless config.graphs is False.
 dt = 0.005 s by default (4 substeps per 20 ms control step): stable for ANYmal's stiffest
 dynamics (PD gains kp 80 N m/rad on ~0.01 kg m^2 links give natural periods of ~70 ms, and
 impulse-based contact has no stiffness limit); 0.0025 s (8 substeps) is recommended for the soft
