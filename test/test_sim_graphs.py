@@ -6,6 +6,7 @@ re-capture, not replay stale values) and across reuse of the bridge's pooled ste
 """
 
 import numpy as np
+import pytest
 import torch
 
 from loco_policy import spec
@@ -48,6 +49,28 @@ def test_capture_records_without_running_and_replays():
     assert cache.captured() == ['zero']
     cache.run('zero', launches, values=(1,))  # other values: launched directly again
     assert len(calls) == 3 and cache.captured() == []
+
+
+def test_a_failed_capture_falls_back_to_direct_launches():
+    import warp as wp
+
+    cache = GraphCache('cpu')
+    a = wp.array(np.ones(4), dtype=wp.float32, device='cpu')
+    calls = []
+
+    def launches():
+        calls.append(1)
+        if len(calls) == 2:  # the capture: as if the device could not capture
+            raise RuntimeError('capture not supported')
+        a.zero_()
+        return a
+
+    cache.run('zero', launches)
+    a.assign(np.ones(4))
+    with pytest.warns(RuntimeWarning, match='launching directly'):
+        assert cache.run('zero', launches) is a
+    assert np.all(a.numpy() == 0.0) and len(calls) == 3  # launched directly after the failure
+    assert not cache.enabled and cache.captured() == []
 
 
 def test_step_replays_what_direct_launches_compute():

@@ -9,6 +9,8 @@ its second run with the same values (the first launches directly) and one graph 
 Capturing does not run the launches (Warp's semantics on CPU and CUDA alike).
 """
 
+import warnings
+
 import warp as wp
 
 
@@ -34,8 +36,18 @@ class GraphCache:
             self._graphs[tag] = (values, None, None)
             return launches()
         if entry[1] is None:
-            with wp.ScopedCapture(device=self.device, force_module_load=False) as capture:
-                result = launches()
+            try:
+                with wp.ScopedCapture(device=self.device, force_module_load=False) as capture:
+                    result = launches()
+            except Exception as error:  # a device or driver that cannot capture: no graphs
+                warnings.warn(
+                    f'graph capture on {self.device} failed ({error}); launching directly',
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self.enabled = False
+                self._graphs.clear()
+                return launches()
             entry = self._graphs[tag] = (values, capture.graph, result)
         wp.capture_launch(entry[1])
         return entry[2]
