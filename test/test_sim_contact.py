@@ -86,3 +86,20 @@ def test_shape_clearance_detects_a_fall():
     trunk = sim.shape_names.index('base_trunk')
     assert clearance[0].min() > 0.05
     np.testing.assert_allclose(clearance[1, trunk], 0.05 - 0.09, atol=1e-9)
+
+
+@pytest.mark.parametrize('contact', ['smooth', 'hard', 'soft'])
+def test_a_contact_sphere_on_a_fixed_body_is_inert(contact):
+    # a sphere welded to the world touches the ground: no dof moves it, so it gets no impulse
+    # (its Delassus block is 0) instead of a 1/0; the ball next to it still lands
+    xml = """<mujoco><worldbody><geom type="plane" size="0 0 1"/>
+      <body name="post" pos="0.5 0 0.02"><geom type="sphere" size="0.02"/></body>
+      <body pos="0 0 0.3"><freejoint/><inertial mass="1" pos="0 0 0" diaginertia="0.01 0.01 0.01"/>
+        <geom type="sphere" size="0.05"/></body></worldbody></mujoco>"""
+    sim = Simulator(mujoco.MjModel.from_xml_string(xml), 1, dtype='float64', contact=contact)
+    for _ in range(50):
+        sim.step()
+    qpos, qvel = sim.get_state()
+    assert np.all(np.isfinite(qpos)) and np.all(np.isfinite(qvel)) and not sim.invalid.any()
+    assert abs(qpos[0, 2] - 0.05) < 2e-3  # resting on the ground (soft: sunk a little)
+    assert np.all(np.isfinite(sim.contact_forces()))

@@ -126,3 +126,26 @@ def test_bridge_replays_forward_and_reverse_passes_exactly():
         for a, b in zip(_window(graphed, targets, terms), _window(direct, targets, terms)):
             assert torch.isfinite(a).all() and a.abs().max() > 0.0
             torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+
+
+def test_a_backward_replays_the_tape_of_its_own_forward():
+    # a config change between a recorded step and its backward pass, then back: the backward
+    # must reverse the step that ran, not an older captured one
+    rng = np.random.default_rng(2)
+    targets = torch.tensor(spec.DEFAULT_JOINT_POS + 0.1 * rng.normal(size=(N, 12)))
+    graphed, direct = _pair(dtype='float64')
+    grads = []
+    for sim in (graphed, direct):
+        ts = TorchSim(sim)
+        for kappa in (1000.0, 1000.0, 300.0):  # the first two capture, the third runs directly
+            qpos = np.tile(default_qpos(), (N, 1))
+            qpos[:, 2] = 0.54
+            qvel = torch.zeros(N, 18, dtype=torch.float64, requires_grad=True)
+            ts.reset(qpos, qvel)
+            sim.config.kappa = kappa
+            out = ts.step(targets)
+            sim.config.kappa = 1000.0
+            (out.qpos[:, 2].sum() + out.qvel.square().sum()).backward()
+        grads.append(qvel.grad)
+    assert grads[0].abs().max() > 0.0
+    torch.testing.assert_close(grads[0], grads[1], rtol=0.0, atol=0.0)

@@ -35,7 +35,8 @@ class SimConfig:
     kernels; a cross-check)."""
     graphs: bool = True
     """Replay step() and the torch bridge's control steps as captured launch sequences (Warp's
-    CPU graphs, CUDA graphs): no Python per kernel launch. False launches every kernel directly."""
+    CPU graphs, CUDA graphs): no Python per kernel launch. False launches every kernel directly.
+    Read when the simulator is built."""
     erp: float = 0.2
     """Fraction of penetration removed per substep by the contact velocity target (hard/smooth)."""
     soft_stiffness: float = 2.0e4

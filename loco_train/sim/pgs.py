@@ -72,8 +72,8 @@ def build(sp, module):
                 sig = Float(1.0) / (Float(1.0) + wp.exp(z))
                 cut = Float(1.0) / (Float(1.0) + wp.exp(Float(Z_CUT)))  # W_CUT, rounded as sig
                 w = wp.max(sig - cut, zero) / (Float(1.0) - cut)
-            if phi[e, c] > reach:  # the Delassus kernels left this contact's blocks 0
-                w = zero
+            if phi[e, c] > reach or not (G[e, c, c][0, 0] > zero):
+                w = zero  # out of reach (blocks left 0), or on a body no dof moves
             weight[e, c] = w
             rinv[e, c] = Vec3(zero, zero, zero)
             if w != zero:

@@ -73,6 +73,7 @@ class Simulator:
         self._substeps = None
         self._observe = None
         self._adjoint_scratch = None
+        self._sinks = {}  # write-only gradients of arrays that have none, by (shape, dtype)
         self._partials = {}  # forward partial sums nothing reads back, shared by all substeps
         self.shared_grads = None
         """SharedGradients of the intermediates of every recorded substep (hand adjoints)."""
@@ -142,7 +143,9 @@ class Simulator:
         """Set per-env parameters; ValueError on a non-finite or out-of-range value.
 
         kp, kd, tau_max, armature: (N, nu) or (nu,); mass_offset (kg), mu: (N,) or scalar.
-        Written in place into `params` (captured graphs hold those arrays).
+        Written in place into `params` (captured graphs hold those arrays), so a warp.Tape
+        recorded on `params` sees the new values in its backward pass (the torch bridge copies
+        its own).
         """
         n, nu = self.num_envs, max(self.spec.nu, 1)
         for name, value in values.items():
@@ -249,10 +252,16 @@ class Simulator:
         return self._adjoint_scratch
 
     def _grad(self, array):
-        """array.grad, or a throw-away gradient of its shape where it has none."""
+        """array.grad, or a write-only sink of its shape where it has none.
+
+        One sink per shape, allocated once: nothing is allocated inside a captured graph.
+        """
         if array.grad is not None:
             return array.grad
-        return wp.zeros(array.shape, dtype=array.dtype, device=self.device)
+        key = (array.shape, array.dtype)
+        if key not in self._sinks:
+            self._sinks[key] = wp.zeros(array.shape, dtype=array.dtype, device=self.device)
+        return self._sinks[key]
 
     def _integrate(self, qpos, qvel, h, qpos_out, tape=None):
         """qpos_out = qpos + h qvel on the manifold; tape: record its hand-written reverse."""

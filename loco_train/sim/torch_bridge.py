@@ -85,12 +85,16 @@ class _Slot:
         self.obs = sim.observe_buffers(requires_grad=record)
         self.record, self.index = record, index
         self.tape = None
+        self.generation = 0  # of the tape: backward and zero graphs belong to one tape
         self.outputs = None  # (qpos, qvel, foot_pos, foot_vel, *substep forces): warp arrays
 
     def run(self, sim, stage, launches):
         """Run one stage ('forward', 'backward', 'zero') of this slot from its graph."""
         tag = ('bridge', self.index, self.record, stage)
-        return sim.graphs.run(tag, launches, sim.graph_values(params=False))
+        values = sim.graph_values(params=False)
+        if stage != 'forward':  # the forward's current tape, whatever the config is now
+            values = (self.generation,)
+        return sim.graphs.run(tag, launches, values)
 
     def forward(self, sim):
         """Run (replay) the control step and the observation on the inputs; return the outputs."""
@@ -102,7 +106,8 @@ class _Slot:
                 q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, self.bufs)
                 sim.observe(q, v, values, self.obs, clearance=False)
                 return [q, v, self.obs.foot_pos, self.obs.foot_vel] + forces
-            self.tape = _ModelTape(sim)  # a capture records its tape afresh
+            self.tape = _ModelTape(sim)  # every run of the launches records its tape afresh
+            self.generation += 1
             with self.tape:  # clearances are not differentiable: kept off the tape
                 q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, self.bufs)
                 sim.observe(q, v, values, self.obs, clearance=False)
