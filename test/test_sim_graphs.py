@@ -149,3 +149,17 @@ def test_a_backward_replays_the_tape_of_its_own_forward():
         grads.append(qvel.grad)
     assert grads[0].abs().max() > 0.0
     torch.testing.assert_close(grads[0], grads[1], rtol=0.0, atol=0.0)
+
+
+def test_a_recorded_step_never_differentiated_returns_its_arrays():
+    import gc
+
+    sim = _pair(dtype='float64')[0]
+    ts = TorchSim(sim)
+    targets = torch.tensor(np.tile(spec.DEFAULT_JOINT_POS, (N, 1)), requires_grad=True)
+    for _ in range(5):  # outputs dropped without a backward pass: the slot comes back
+        ts.reset(np.tile(default_qpos(), (N, 1)), np.zeros((N, 18)))
+        ts.step(targets)
+        ts.qpos = ts.qvel = None
+        gc.collect()
+    assert sim._bridge_slots == 1 and len(sim._bridge_pool[True]) == 1

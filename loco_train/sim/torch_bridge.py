@@ -145,6 +145,26 @@ def _give_back(sim, slot):
     sim.__dict__['_bridge_pool'][slot.record].append(slot)
 
 
+class _Lease:
+    """A recorded slot held by an autograd node, returned to the pool exactly once.
+
+    After the node's backward pass, or when the node is freed without one (a step whose outputs
+    never reach a loss).
+    """
+
+    def __init__(self, sim, slot):
+        self.sim, self.slot = sim, slot
+
+    def release(self):
+        """Return the slot once; later calls do nothing."""
+        if self.slot is not None:
+            _give_back(self.sim, self.slot)
+            self.slot = None
+
+    def __del__(self):
+        self.release()
+
+
 def _finite_rows(grad):
     """Zero the rows (environments) of a gradient that are not finite.
 
@@ -174,7 +194,9 @@ class ControlStep(torch.autograd.Function):
         result[2], result[3] = result[2][:, :nc], result[3][:, :nc]
         force = torch.stack([wp.to_torch(f).clone() for f in outputs[4:]])[:, :, :nc]
         ctx.sim, ctx.slot = sim, slot
-        if not record:
+        if record:
+            ctx.lease = _Lease(sim, slot)
+        else:
             _give_back(sim, slot)
         return (*result, force)
 
@@ -187,8 +209,8 @@ class ControlStep(torch.autograd.Function):
             g_foot_pos = g_foot_vel = None
             forces = [None] * len(forces)
         result = slot.backward(sim, [g_qpos, g_qvel, g_foot_pos, g_foot_vel, *forces])
-        _give_back(sim, slot)
-        ctx.slot = None
+        ctx.lease.release()
+        ctx.slot = ctx.lease = None
         return (None, *result)
 
 
