@@ -68,7 +68,6 @@ class Simulator:
         self.zeros_nv = self._array(np.zeros((self.num_envs, self.spec.nv)))
         self.zeros_nu = self._array(np.zeros((self.num_envs, max(self.spec.nu, 1))))
         self.params = {}
-        self._version = 0  # bumped whenever an array a captured graph holds is replaced
         self.set_params(**self.default_params())
         self._substeps = None
         self._observe = None
@@ -168,7 +167,6 @@ class Simulator:
             held = self.params.get(name)
             if held is None:
                 self.params[name] = self._array(np.ascontiguousarray(value))
-                self._version += 1
             else:  # in place: captured graphs hold this array
                 held.assign(np.ascontiguousarray(value, dtype=self.np_dtype))
 
@@ -574,10 +572,9 @@ class Simulator:
             applied = self._array(np.ascontiguousarray(applied))
         return self._array(np.ascontiguousarray(targets)), tau_ff, applied
 
-    def graph_values(self, params=True):
-        """What a captured graph's launches hold besides fixed arrays (GraphCache values)."""
-        config = dataclasses.astuple(self.config)
-        return (self._version, config) if params else config
+    def graph_values(self):
+        """What a captured graph's launches hold besides fixed arrays: the config's values."""
+        return dataclasses.astuple(self.config)
 
     def _stage(self):
         """Fixed input arrays of step()'s captured graph (inputs are copied in)."""

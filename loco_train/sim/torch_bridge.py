@@ -91,7 +91,7 @@ class _Slot:
     def run(self, sim, stage, launches):
         """Run one stage ('forward', 'backward', 'zero') of this slot from its graph."""
         tag = ('bridge', self.index, self.record, stage)
-        values = sim.graph_values(params=False)
+        values = sim.graph_values()
         if stage != 'forward':  # the forward's current tape, whatever the config is now
             values = (self.generation,)
         return sim.graphs.run(tag, launches, values)
