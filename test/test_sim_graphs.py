@@ -29,18 +29,26 @@ def _pair(**config):
     return sims
 
 
-def test_capture_records_without_running_and_replays():
+def _zeroing(fail_on_call=None):
+    """A launch sequence that zeroes an array of ones, counting its calls (Python runs)."""
     import warp as wp
 
-    cache = GraphCache('cpu')
     a = wp.array(np.ones(4), dtype=wp.float32, device='cpu')
     calls = []
 
     def launches():
         calls.append(1)
+        if len(calls) == fail_on_call:  # as if the device could not capture
+            raise RuntimeError('capture not supported')
         a.zero_()
         return a
 
+    return a, calls, launches
+
+
+def test_capture_records_without_running_and_replays():
+    cache = GraphCache('cpu')
+    a, calls, launches = _zeroing()
     for run in range(3):  # launched directly, then captured and replayed, then replayed
         a.assign(np.ones(4))
         assert cache.run('zero', launches) is a
@@ -52,19 +60,8 @@ def test_capture_records_without_running_and_replays():
 
 
 def test_a_failed_capture_falls_back_to_direct_launches():
-    import warp as wp
-
     cache = GraphCache('cpu')
-    a = wp.array(np.ones(4), dtype=wp.float32, device='cpu')
-    calls = []
-
-    def launches():
-        calls.append(1)
-        if len(calls) == 2:  # the capture: as if the device could not capture
-            raise RuntimeError('capture not supported')
-        a.zero_()
-        return a
-
+    a, calls, launches = _zeroing(fail_on_call=2)  # the second call is the capture
     cache.run('zero', launches)
     a.assign(np.ones(4))
     with pytest.warns(RuntimeWarning, match='launching directly'):
