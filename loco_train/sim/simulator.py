@@ -17,7 +17,6 @@ impulse-based contact has no stiffness limit); 0.0025 s (8 substeps) is recommen
 model with stiffness above 5e4 N/m.
 """
 
-import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -574,7 +573,7 @@ class Simulator:
 
     def graph_values(self):
         """What a captured graph's launches hold besides fixed arrays: the config's values."""
-        return dataclasses.astuple(self.config)
+        return tuple(vars(self.config).values())  # scalars and strings
 
     def _stage(self):
         """Fixed input arrays of step()'s captured graph (inputs are copied in)."""

@@ -80,13 +80,15 @@ class _Slot:
             wp.zeros(shape, dtype=Float, device=sim.device, requires_grad=record)
             for shape in shapes
         ]
-        self.views = [wp.to_torch(a) for a in self.inputs]
+        self.views = [wp.to_torch(a) for a in self.inputs]  # torch views, made once
+        self.grad_views = [wp.to_torch(a.grad) for a in self.inputs] if record else None
         self.bufs = sim.substep_buffers(requires_grad=record)
         self.obs = sim.observe_buffers(requires_grad=record)
         self.record, self.index = record, index
         self.tape = None
         self.generation = 0  # of the tape: backward and zero graphs belong to one tape
         self.outputs = None  # (qpos, qvel, foot_pos, foot_vel, *substep forces): warp arrays
+        self.out_views = self.out_grad_views = None  # their torch views and their gradients
 
     def run(self, sim, stage, launches):
         """Run one stage ('forward', 'backward', 'zero') of this slot from its graph."""
@@ -113,19 +115,23 @@ class _Slot:
                 sim.observe(q, v, values, self.obs, clearance=False)
             return [q, v, self.obs.foot_pos, self.obs.foot_vel] + forces
 
-        self.outputs = self.run(sim, 'forward', launches)
-        return self.outputs
+        outputs = self.run(sim, 'forward', launches)
+        if outputs is not self.outputs:  # the same arrays on every replay
+            self.outputs = outputs
+            self.out_views = [wp.to_torch(a) for a in outputs]
+            if self.record:
+                self.out_grad_views = [wp.to_torch(a.grad) for a in outputs]
+        return self.out_views
 
     def backward(self, sim, seeds):
         """Reverse pass from output gradients `seeds` (torch, None = 0); return input gradients."""
-        for out, g in zip(self.outputs, seeds):
-            view = wp.to_torch(out.grad)
+        for view, g in zip(self.out_grad_views, seeds):
             if g is None:
                 view.zero_()
             else:
                 view[:, : g.shape[1]] = g
         self.run(sim, 'backward', self.tape.backward)
-        grads = [_finite_rows(wp.to_torch(a.grad).clone()) for a in self.inputs]
+        grads = [_finite_rows(view.clone()) for view in self.grad_views]
         # pooled arrays start from zero when reused
         self.run(sim, 'zero', self.tape.zero)
         return grads
@@ -188,11 +194,11 @@ class ControlStep(torch.autograd.Function):
         slot = _take_slot(sim, record)
         for view, t in zip(slot.views, (qpos, qvel, target, tau_ff, *params)):
             view.copy_(t.detach())
-        outputs = slot.forward(sim)
+        views = slot.forward(sim)
         nc = sim.spec.ncontact
-        result = [wp.to_torch(a).clone() for a in outputs[:4]]
+        result = [v.clone() for v in views[:4]]
         result[2], result[3] = result[2][:, :nc], result[3][:, :nc]
-        force = torch.stack([wp.to_torch(f).clone() for f in outputs[4:]])[:, :, :nc]
+        force = torch.stack(views[4:])[:, :, :nc]  # stack copies
         ctx.sim, ctx.slot = sim, slot
         if record:
             ctx.lease = _Lease(sim, slot)
@@ -223,6 +229,8 @@ class TorchSim:
         self.dtype = _TORCH_DTYPES[sim.config.dtype]
         self.device = wp.device_to_torch(sim.device)
         self.qpos = self.qvel = None
+        # views of the simulator's parameters (set_params writes them in place)
+        self._param_views = {name: wp.to_torch(sim.params[name]) for name in PARAMS}
 
     def tensor(self, x):
         """Anything array-like as a tensor of the simulator's dtype and device."""
@@ -230,7 +238,7 @@ class TorchSim:
 
     def params(self):
         """The simulator's current per-env parameters as tensors (no grad): name -> tensor."""
-        return {name: wp.to_torch(self.sim.params[name]).clone() for name in PARAMS}
+        return {name: view.clone() for name, view in self._param_views.items()}
 
     def reset(self, qpos, qvel):
         """Start from (qpos (N, nq), qvel (N, nv)).
@@ -259,7 +267,7 @@ class TorchSim:
             bad = (~torch.isfinite(targets)).any(1).nonzero().flatten().tolist()
             raise ValueError(f'step: joint targets are not finite in environments {bad}')
         tau_ff = torch.zeros(n, nu, dtype=self.dtype) if tau_ff is None else self.tensor(tau_ff)
-        values = self.params()
+        values = dict(self._param_views)  # copied into the step's own arrays when it runs
         for name, value in (params or {}).items():
             value = self.tensor(value).expand_as(values[name])
             if not torch.isfinite(value).all():
