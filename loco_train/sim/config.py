@@ -30,9 +30,9 @@ class SimConfig:
     pgs_iterations: int = 10
     """Fixed projected Gauss-Seidel iteration count (unrolled, so the tape differentiates it)."""
     adjoint: str = 'hand'
-    """Reverse pass of a substep: 'hand' (written kernels for kinematics, CRBA, RNEA, solves and
-    PGS; gradients to H, not its factor) or 'auto' (Warp's generated adjoints of the same forward
-    kernels; a cross-check)."""
+    """Reverse pass of a substep: 'hand' (a written reverse for each forward kernel but the soft
+    model's and, without impulse contact, the free velocity update; gradients to H, not its
+    factor) or 'auto' (Warp's generated adjoints of the same forward kernels; a cross-check)."""
     graphs: bool = True
     """Replay step() and the torch bridge's control steps as captured launch sequences (Warp's
     CPU graphs, CUDA graphs): no Python per kernel launch. False launches every kernel directly.

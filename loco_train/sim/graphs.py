@@ -1,6 +1,6 @@
 """Launch sequences captured once and replayed without Python: CPU (Warp's APIC) and CUDA graphs.
 
-A control step is ~25 kernel launches, each costing ~0.1 ms of Python on a CPU; replaying a
+A substep is ~18 kernel launches, each costing ~0.1 ms of Python on a CPU; replaying a
 captured graph costs none of that (N = 1: 3k -> 27k env-substeps/s through step()). A graph holds
 the pointers and scalar arguments of its launches, so it is valid only while the same arrays are
 passed with the same values: callers copy inputs into fixed arrays and pass everything else that
