@@ -26,7 +26,7 @@ ALL := $(DEPLOY) $(VENV)/.deps-train $(VENV)/.deps-tools $(VENV)/.deps-test
 # The deployment stack on the simulated ANYmal: loco-launch (sim_robot on MuJoCo, policy_node,
 # recorder), driven through policy_node's services; table, PNG and one JSON line in runs/demo_*/.
 demo: $(DEPLOY) $(VENV)/.deps-tools
-	$(PY) -m loco_policy.demo $(DEMO_ARGS)
+	$(PY) -m loco_policy.tools.demo $(DEMO_ARGS)
 
 test: $(ALL)
 	$(PY) -m pytest test

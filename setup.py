@@ -48,7 +48,7 @@ setup(
     entry_points={
         'console_scripts': [
             'loco-train = loco_train.cli:main',
-            'loco-launch = loco_policy.launcher:main',
+            'loco-launch = loco_policy.bringup.launcher:main',
             'policy_node = loco_policy.nodes.policy_node:main',
             'sim_robot = loco_policy.nodes.sim_robot:main',
             'recorder = loco_policy.nodes.recorder:main',

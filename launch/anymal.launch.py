@@ -2,8 +2,8 @@
 
     ros2 launch loco_policy anymal.launch.py use_sim:=true backend:=mujoco record:=true
 
-The node list comes from loco_policy.launch_graph, which `loco-launch` uses too, so both start
-the same graph from the same config/*.yaml and arguments.
+The node list comes from loco_policy.bringup.launch_graph, which `loco-launch` uses too, so
+both start the same graph from the same config/*.yaml and arguments.
 """
 
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
@@ -11,7 +11,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from loco_policy import launch_graph
+from loco_policy.bringup import launch_graph
 
 
 def _nodes(context):

@@ -6,13 +6,22 @@ import sys
 
 COMMANDS = {
     # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
-    'shac': ('loco_train.shac_runner', 'train SHAC through the differentiable simulator'),
-    'ppo': ('loco_train.ppo_runner', "train rsl-rl-lib's PPO on the same environment (baseline)"),
-    'sac': ('loco_train.sac_runner', 'train SAC (RSL-RL-SAC fixes) on anymal or a gymnasium env'),
-    'export': ('loco_train.export', 'export a checkpoint as a contract-carrying ONNX policy'),
-    'check-policy': ('loco_train.check_policy', 'print a policy file contract; fail on mismatch'),
-    'eval': ('loco_train.evaluate', 'evaluate a policy file on the fixed command schedule'),
-    'compare': ('loco_train.compare_runs', 'SHAC against PPO: env steps to 90 % of PPO return'),
+    'shac': ('loco_train.runners.shac', 'train SHAC through the differentiable simulator'),
+    'ppo': ('loco_train.runners.ppo', "train rsl-rl-lib's PPO on the same environment (baseline)"),
+    'sac': ('loco_train.runners.sac', 'train SAC (RSL-RL-SAC fixes) on anymal or a gymnasium env'),
+    'export': (
+        'loco_train.policy.export',
+        'export a checkpoint as a contract-carrying ONNX policy',
+    ),
+    'check-policy': ('loco_train.policy.check', 'print a policy file contract; fail on mismatch'),
+    'eval': (
+        'loco_train.experiments.evaluate',
+        'evaluate a policy file on the fixed command schedule',
+    ),
+    'compare': (
+        'loco_train.experiments.compare',
+        'SHAC against PPO: env steps to 90 % of PPO return',
+    ),
     'bench': ('loco_train.bench', 'run a benchmark; prints one JSON object as its last line'),
 }
 

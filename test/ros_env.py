@@ -7,8 +7,10 @@ import zlib
 def isolated_ros_env(test_name, base=None):
     """Return os.environ plus a ROS_DOMAIN_ID derived from `test_name` and localhost discovery."""
     env = dict(os.environ if base is None else base)
-    # Domain ids 100..199: stable per test name, distinct from the default domain 0.
-    env['ROS_DOMAIN_ID'] = str(100 + zlib.crc32(test_name.encode()) % 100)
+    # Domain ids base..base+49 (base 100 unless LOCO_TEST_DOMAIN_BASE says otherwise, so that two
+    # suites can share a machine): stable per test name, distinct from the default domain 0.
+    base_id = int(os.environ.get('LOCO_TEST_DOMAIN_BASE', '100'))
+    env['ROS_DOMAIN_ID'] = str(base_id + zlib.crc32(test_name.encode()) % 50)
     env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     env['RMW_IMPLEMENTATION'] = 'rmw_fastrtps_cpp'
     env.pop('ROS_STATIC_PEERS', None)

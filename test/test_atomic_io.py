@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from loco_train.atomic_io import atomic_write
+from loco_train.policy.atomic_io import atomic_write
 
 
 def test_written_file_is_readable_by_others_under_the_usual_umask(tmp_path):

@@ -4,7 +4,7 @@ import numpy as np
 from rosbags.rosbag2 import Reader
 from rosbags.typesys import get_typestore
 
-from loco_policy.bag_writer import list_splits, read_counts, SplitBagWriter, TYPESTORE
+from loco_policy.tools.bag_writer import list_splits, read_counts, SplitBagWriter, TYPESTORE
 
 
 def joint_state_cdr(typestore, i):

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from loco_train import bench_sim
+from loco_train.bench import sim as bench_sim
 from loco_train.sim import load_model
 
 

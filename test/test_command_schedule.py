@@ -1,6 +1,6 @@
 import pytest
 
-from loco_policy import command_schedule
+from loco_policy.tools import command_schedule
 
 
 def test_demo_schedule_round_trips_and_is_about_thirty_seconds():

@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 
 from loco_policy import spec
-from loco_policy.controller import Controller, ControllerConfig
+from loco_policy.control.controller import Controller, ControllerConfig
+from loco_policy.control.safety import Mode
 from loco_policy.observation import quat_rotate_inverse
 from loco_policy.policy_file import OnnxPolicy
-from loco_policy.safety import Mode
-from loco_policy.sim_backends import MujocoBackend
+from loco_policy.sim.backends import MujocoBackend
 from test.helpers.deploy_fixtures import make_policy_file
 
 DT = spec.CONTROL_DT

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.ros
 def test_demo_without_a_policy_stands_and_says_so(request, tmp_path):
     out = tmp_path / 'demo'
     result = subprocess.run(
-        [sys.executable, '-m', 'loco_policy.demo', '--policy', '', '--out', str(out),
+        [sys.executable, '-m', 'loco_policy.tools.demo', '--policy', '', '--out', str(out),
          '--stand-wait', '2.5', '--stand-only', '2'],
         env=ros_env(request.node.name), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -53,7 +53,7 @@ def test_demo_without_a_policy_stands_and_says_so(request, tmp_path):
 def test_demo_walks_the_schedule_with_the_shipped_policy(request, tmp_path):
     out = tmp_path / 'demo'
     result = subprocess.run(
-        [sys.executable, '-m', 'loco_policy.demo', '--out', str(out), '--stand-wait', '2.0'],
+        [sys.executable, '-m', 'loco_policy.tools.demo', '--out', str(out), '--stand-wait', '2.0'],
         env=ros_env(request.node.name), capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,6 +1,6 @@
 import numpy as np
 
-from loco_policy import demo_metrics
+from loco_policy.tools import demo_metrics
 
 
 def test_segment_errors_skip_the_settling_time():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from loco_policy import description, spec
-from loco_policy.sim_backends import MujocoBackend
+from loco_policy.sim.backends import MujocoBackend
 
 SHARED = Path(os.environ.get('LOCO_SHARED_DIR', Path(__file__).resolve().parents[2] / 'shared'))
 REFERENCE = SHARED / 'robots' / 'anymal_c' / 'anymal_c.xml'

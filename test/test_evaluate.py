@@ -5,9 +5,9 @@ import pytest
 
 from loco_policy import spec
 from loco_train import cli
-from loco_train.evaluate import SCHEDULE, schedule_command
-from loco_train.export import DeployedPolicy, export_policy
-from loco_train.normalizer import EmpiricalNormalizer
+from loco_train.experiments.evaluate import SCHEDULE, schedule_command
+from loco_train.policy.export import DeployedPolicy, export_policy
+from loco_train.policy.normalizer import EmpiricalNormalizer
 from loco_train.sac.actor import SquashedGaussianActor
 
 

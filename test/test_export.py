@@ -9,9 +9,10 @@ import torch
 
 from loco_policy import spec
 from loco_policy.policy_file import METADATA_KEYS, OnnxPolicy, PolicyFileError
-from loco_train import check_policy, cli
-from loco_train.export import DeployedPolicy, export_policy, load_policy, policy_payload
-from loco_train.normalizer import EmpiricalNormalizer
+from loco_train import cli
+from loco_train.policy import check as check_policy
+from loco_train.policy.export import DeployedPolicy, export_policy, load_policy, policy_payload
+from loco_train.policy.normalizer import EmpiricalNormalizer
 from loco_train.sac.actor import anymal_action_bounds, SquashedGaussianActor
 
 
@@ -94,7 +95,7 @@ def test_cli_exports_a_checkpoint_and_check_policy_accepts_it(trained_like, tmp_
 
 
 def test_the_training_command_ranges_reach_the_contract_and_the_controller(trained_like, tmp_path):
-    from loco_policy.controller import Controller
+    from loco_policy.control.controller import Controller
 
     actor, kwargs, normalizer = trained_like
     forward = {'vx': [1.0, 1.0], 'vy': [0.0, 0.0], 'wz': [-0.5, 0.5]}  # the paper's forward task

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from loco_policy import joint_command, spec
+from loco_policy import spec
+from loco_policy.control import joint_command
 
 
 def make():

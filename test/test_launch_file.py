@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from loco_policy import launch_graph
+from loco_policy.bringup import launch_graph
 
 LAUNCH_FILE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'launch', 'anymal.launch.py'

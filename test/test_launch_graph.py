@@ -3,7 +3,7 @@ import os
 import pytest
 import yaml
 
-from loco_policy import launch_graph
+from loco_policy.bringup import launch_graph
 
 
 def names(nodes):

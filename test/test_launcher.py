@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from loco_policy.bag_writer import list_splits
-from loco_policy.launch_graph import node_graph, parse_args
-from loco_policy.launcher import command_line
+from loco_policy.bringup.launch_graph import node_graph, parse_args
+from loco_policy.bringup.launcher import command_line
+from loco_policy.tools.bag_writer import list_splits
 from test.helpers.deploy_fixtures import ros_env
 
 pytestmark = pytest.mark.ros
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.ros
 def launch(name, tmp_path, *args):
     log = open(tmp_path / 'launch.log', 'w+b')
     proc = subprocess.Popen(
-        [sys.executable, '-m', 'loco_policy.launcher', *args],
+        [sys.executable, '-m', 'loco_policy.bringup.launcher', *args],
         env=ros_env(name), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     return proc, tmp_path / 'launch.log'
@@ -82,7 +82,7 @@ def test_a_failing_node_stops_the_graph_with_its_exit_code(request, tmp_path):
     env['ROS_DOMAIN_ID'] = '300'  # beyond Fast DDS's port range: every node fails at start
     log = open(tmp_path / 'launch.log', 'w+b')
     proc = subprocess.Popen(
-        [sys.executable, '-m', 'loco_policy.launcher', 'use_sim:=false', 'command:=demo'],
+        [sys.executable, '-m', 'loco_policy.bringup.launcher', 'use_sim:=false', 'command:=demo'],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:
@@ -105,7 +105,7 @@ def test_command_lines_use_the_config_and_quote_parameters():
     assert argv[-2:] == ['-p', 'policy:=""']
     assert (
         subprocess.run(
-            [sys.executable, '-m', 'loco_policy.launcher', 'speed:=3'], capture_output=True
+            [sys.executable, '-m', 'loco_policy.bringup.launcher', 'speed:=3'], capture_output=True
         ).returncode
         == 2
     )

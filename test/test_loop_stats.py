@@ -1,4 +1,4 @@
-from loco_policy.loop_stats import LoopStats, percentiles
+from loco_policy.control.loop_stats import LoopStats, percentiles
 
 
 def test_jitter_rate_and_percentiles():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from loco_train.normalizer import EmpiricalNormalizer
+from loco_train.policy.normalizer import EmpiricalNormalizer
 
 
 def test_running_statistics_match_numpy_over_uneven_batches():

@@ -3,7 +3,7 @@ import zlib
 
 import numpy as np
 
-from loco_policy import plot_png
+from loco_policy.tools import plot_png
 
 
 def test_writes_a_valid_png_with_the_series_drawn(tmp_path):

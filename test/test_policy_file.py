@@ -13,7 +13,7 @@ from loco_policy.policy_file import (
     PolicyFileError,
     session_options,
 )
-from loco_policy.random_policy import ALGORITHM
+from loco_policy.tools.random_policy import ALGORITHM
 from test.helpers.deploy_fixtures import contract_metadata, make_policy_file
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from loco_policy import spec, transition
 from loco_policy.nodes.policy_node import SHIPPED_POLICY
-from loco_policy.random_policy import ALGORITHM
+from loco_policy.tools.random_policy import ALGORITHM
 from test.helpers.deploy_fixtures import (
     all_finite,
     make_policy_file,
@@ -152,7 +152,7 @@ def test_walks_forward_with_the_shipped_policy(graph):
     assert probe.call('/policy_node/start')[0]
     probe.spin(1.5)
     ok, message = probe.call('/policy_node/start')
-    from loco_policy.random_policy import ALGORITHM as UNTRAINED
+    from loco_policy.tools.random_policy import ALGORITHM as UNTRAINED
 
     assert ok and probe.status['policy']['provenance']['algorithm'] != UNTRAINED, message
     twist = Twist()

@@ -1,6 +1,6 @@
 import torch
 
-from loco_train.ppo_runner import PpoRunConfig, train
+from loco_train.runners.ppo import PpoRunConfig, train
 from test.helpers.toy_env import PointMassEnv
 
 

@@ -1,10 +1,10 @@
-"""CPU placement and wake-up latency knobs of the control processes (loco_policy.realtime)."""
+"""CPU placement and wake-up latency knobs of the control processes (control.realtime)."""
 
 import os
 
 import pytest
 
-from loco_policy import realtime
+from loco_policy.control import realtime
 
 
 @pytest.mark.parametrize(

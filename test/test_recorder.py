@@ -9,7 +9,7 @@ import pytest
 from rosbags.rosbag2 import Reader
 from rosbags.typesys import get_typestore
 
-from loco_policy.bag_writer import list_splits, read_counts, TYPESTORE
+from loco_policy.tools.bag_writer import list_splits, read_counts, TYPESTORE
 from test.helpers.deploy_fixtures import Probe, ros_env, start_node, stop_process
 
 pytestmark = pytest.mark.ros

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from loco_policy import robot_io, spec
+from loco_policy import spec
+from loco_policy.control import robot_io
 
 
 def test_joint_states_are_matched_by_name_in_any_order():

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from loco_train import atomic_io
+from loco_train.policy import atomic_io
 from loco_train.sac import ReplayBuffer
 
 GAMMA = 0.9

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from loco_train import vec_env
-from loco_train.atomic_io import torch_load
 from loco_train.cli import main
-from loco_train.sac_runner import RunnerConfig, SACRunner
+from loco_train.envs import vec_env
+from loco_train.policy.atomic_io import torch_load
+from loco_train.runners.sac import RunnerConfig, SACRunner
 
 
 def run_cli(*argv):
@@ -43,7 +43,7 @@ def test_anymal_run_exports_through_the_shared_exporter(tmp_path):
         assert main(['export', result['checkpoint'], '-o', onnx_path]) == 0
         assert main(['check-policy', onnx_path]) == 0
     # The graph is normaliser + deterministic b + c tanh(mu), the same as SAC.act(..., True).
-    from loco_train.export import load_policy
+    from loco_train.policy.export import load_policy
 
     policy, info = load_policy(result['checkpoint'])
     assert info['algorithm'] == 'sac' and info['iterations'] == 20
@@ -179,7 +179,7 @@ def test_nan_from_the_env_never_reaches_buffer_normaliser_or_networks(tmp_path):
 def test_hidden_and_lr_flags_override_the_anymal_preset():
     import argparse
 
-    from loco_train import sac_runner
+    from loco_train.runners import sac as sac_runner
 
     parser = argparse.ArgumentParser()
     sac_runner.add_arguments(parser)
@@ -191,7 +191,7 @@ def test_hidden_and_lr_flags_override_the_anymal_preset():
 
 
 def test_env_options_are_refused_for_a_gymnasium_env():
-    from loco_train.vec_env import make_env
+    from loco_train.envs.vec_env import make_env
 
     with pytest.raises(ValueError, match='anymal environment only'):
         make_env('gymnasium:Pendulum-v1', 1, reward_overrides=['torque=0'])

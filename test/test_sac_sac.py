@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from loco_train.atomic_io import atomic_torch_save, torch_load
+from loco_train.policy.atomic_io import atomic_torch_save, torch_load
 from loco_train.sac import Batch, SAC, SACConfig
 from loco_train.sac.critic import make_target, polyak_update, QEnsemble
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from loco_train.sac_runner import RunnerConfig, SACRunner
-from loco_train.vec_env import make_env
+from loco_train.envs.vec_env import make_env
+from loco_train.runners.sac import RunnerConfig, SACRunner
 
 RESET_OBS = -10.0
 HORIZON = 3

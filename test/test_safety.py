@@ -1,4 +1,4 @@
-from loco_policy.safety import Mode, SafetyStateMachine, Watchdog
+from loco_policy.control.safety import Mode, SafetyStateMachine, Watchdog
 
 
 def test_start_walks_only_through_stand_with_a_policy():

@@ -1,8 +1,8 @@
 import torch
 
-from loco_train.export import load_policy
+from loco_train.policy.export import load_policy
+from loco_train.runners.shac import ShacRunConfig, ShacRunner
 from loco_train.shac import SHACConfig
-from loco_train.shac_runner import ShacRunConfig, ShacRunner
 from test.helpers.toy_env import PointMassEnv
 
 

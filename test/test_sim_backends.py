@@ -1,8 +1,10 @@
 import numpy as np
 import pytest
 
-from loco_policy import joint_command, sim_backends, spec
-from loco_policy.sim_backends import (
+from loco_policy import spec
+from loco_policy.control import joint_command
+from loco_policy.sim import backends as sim_backends
+from loco_policy.sim.backends import (
     make_backend,
     MujocoBackend,
     Perturbation,

@@ -5,7 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from loco_policy import joint_command, spec
+from loco_policy import spec
+from loco_policy.control import joint_command
 from test.helpers.deploy_fixtures import Probe, ros_env, start_node, stop_process
 
 pytestmark = pytest.mark.ros

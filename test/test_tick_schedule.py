@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from loco_policy.tick_schedule import grid_publish_time, TickSchedule
+from loco_policy.control.tick_schedule import grid_publish_time, TickSchedule
 
 
 def simulate(state_period, seconds=4.0, jitter=0.0, seed=0):

@@ -1,6 +1,6 @@
 """command_source: publishes /cmd_vel from a schedule or a constant command (thin rclpy node).
 
-Parameters: schedule ('name:seconds:vx,vy,wz;...', see loco_policy.command_schedule; '' holds
+Parameters: schedule ('name:seconds:vx,vy,wz;...', see loco_policy.tools.command_schedule; '' holds
 the constant vx, vy, wz), rate (Hz), loop (repeat the schedule). Publishes zero after the end.
 """
 
@@ -10,8 +10,8 @@ import time
 from geometry_msgs.msg import Twist
 from rclpy.node import Node
 
-from loco_policy import command_schedule
 from loco_policy.nodes import run_node
+from loco_policy.tools import command_schedule
 
 
 class CommandSource(Node):

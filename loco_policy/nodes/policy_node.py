@@ -1,9 +1,9 @@
 """policy_node: the 50 Hz ONNX policy loop behind the safety state machine (thin rclpy node).
 
 Subscribes /joint_states, /imu, /odom, /cmd_vel; publishes /joint_command (see
-loco_policy.joint_command), /replay/transitions (see loco_policy.transition), /diagnostics and
-/policy/status (transient local). Services ~/start, ~/stop, ~/estop, ~/reset (std_srvs/Trigger).
-The logic lives in loco_policy.controller.
+loco_policy.control.joint_command), /replay/transitions (see loco_policy.transition), /diagnostics
+and /policy/status (transient local). Services ~/start, ~/stop, ~/estop, ~/reset
+(std_srvs/Trigger). The logic lives in loco_policy.control.controller.
 """
 
 import json
@@ -20,15 +20,20 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float32MultiArray, MultiArrayDimension, String
 from std_srvs.srv import Trigger
 
-from loco_policy import joint_command, spec, transition
-from loco_policy.controller import Controller, ControllerConfig
-from loco_policy.loop_stats import LoopStats
+from loco_policy import spec, transition
+from loco_policy.control import joint_command
+from loco_policy.control.controller import Controller, ControllerConfig
+from loco_policy.control.loop_stats import LoopStats
+from loco_policy.control.realtime import (
+    hold_cpu_dma_latency,
+    set_cpu_affinity,
+    set_realtime_priority,
+)
+from loco_policy.control.tick_schedule import TickSchedule
 from loco_policy.nodes import any_type, run_node, steady_clock
 from loco_policy.nodes.warm_spin import spin_warm
 from loco_policy.policy_file import OnnxPolicy, PolicyFileError
-from loco_policy.random_policy import ALGORITHM as UNTRAINED
-from loco_policy.realtime import hold_cpu_dma_latency, set_cpu_affinity, set_realtime_priority
-from loco_policy.tick_schedule import TickSchedule
+from loco_policy.tools.random_policy import ALGORITHM as UNTRAINED
 
 TICK_SOURCES = ('joint_states', 'timer')
 """What starts a control tick: the /joint_states arrival completing a period, or a timer."""

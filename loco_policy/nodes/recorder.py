@@ -1,7 +1,7 @@
 """recorder: the robot and command topics to rosbag2 MCAP splits via rosbags (thin rclpy node).
 
 Subscribes each topic of the `topics` parameter with raw (serialized CDR) delivery and writes the
-bytes unchanged through loco_policy.bag_writer, splitting by size or duration. On Ctrl-C or
+bytes unchanged through loco_policy.tools.bag_writer, splitting by size or duration. On Ctrl-C or
 SIGTERM the open split is closed; on SIGKILL only that split is lost.
 """
 
@@ -13,8 +13,8 @@ import time
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from loco_policy.bag_writer import SplitBagWriter
 from loco_policy.nodes import run_node
+from loco_policy.tools.bag_writer import SplitBagWriter
 
 DEFAULT_TYPES = {
     '/joint_states': 'sensor_msgs/msg/JointState',

@@ -1,9 +1,10 @@
 """sim_robot: the simulated ANYmal speaking the robot's topics in real time (thin rclpy node).
 
-Consumes /joint_command (loco_policy.joint_command contract), applies the PD actuator at every
-physics step of the chosen backend (sim_backends: mujoco or warp) and publishes /joint_states,
-/imu and /odom at publish_rate. Before the first command the robot holds the default pose (as on
-its hoist); without commands for command_timeout it only damps. Service ~/reset (Trigger).
+Consumes /joint_command (loco_policy.control.joint_command contract), applies the PD actuator at
+every physics step of the chosen backend (sim_backends: mujoco or warp) and publishes
+/joint_states, /imu and /odom at publish_rate. Before the first command the robot holds the default
+pose (as on its hoist); without commands for command_timeout it only damps. Service ~/reset
+(Trigger).
 """
 
 from collections import deque
@@ -16,11 +17,16 @@ from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger
 
-from loco_policy import joint_command, spec
+from loco_policy import spec
+from loco_policy.control import joint_command
+from loco_policy.control.realtime import (
+    hold_cpu_dma_latency,
+    set_cpu_affinity,
+    set_realtime_priority,
+)
+from loco_policy.control.tick_schedule import grid_publish_time
 from loco_policy.nodes import any_type, run_node, steady_clock
-from loco_policy.realtime import hold_cpu_dma_latency, set_cpu_affinity, set_realtime_priority
-from loco_policy.sim_backends import make_backend, Perturbation, SimBackendError
-from loco_policy.tick_schedule import grid_publish_time
+from loco_policy.sim.backends import make_backend, Perturbation, SimBackendError
 
 MAX_CATCH_UP_STEPS = 20
 """Most physics steps per publish tick; beyond that the simulation drops behind real time."""

@@ -4,7 +4,7 @@ obs (N, 48) is the spec's observation; actions (N, 12) are bounded by the joint 
 default pose (q* = q_default + ACTION_SCALE a, held over the control step's substeps). Episodes
 terminate on a low or touching base, truncate at 20 s (extras['time_outs'], with the pre-reset
 observation in extras['final_obs']). Rewards are RewardConfig's named terms. Implements the
-interface of loco_train.vec_env (SAC, SHAC) and, wrapped by rsl_rl_env, rsl-rl-lib's VecEnv.
+interface of loco_train.envs.vec_env (SAC, SHAC) and, wrapped by rsl_rl_env, rsl-rl-lib's VecEnv.
 """
 
 from dataclasses import dataclass, field
@@ -314,7 +314,7 @@ class AnymalEnv:
 
 
 def make_vec_env(num_envs, device='cpu', seed=0, **overrides):
-    """The factory loco_train.vec_env.make_env calls for --env anymal."""
+    """The factory loco_train.envs.vec_env.make_env calls for --env anymal."""
     weights = overrides.pop('reward_overrides', None)
     if weights:  # NAME=VALUE strings from the trainers' --reward options
         overrides['rewards'] = RewardConfig(**parse_overrides(weights))

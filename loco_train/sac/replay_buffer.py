@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from loco_train.atomic_io import atomic_torch_save, torch_load
+from loco_train.policy.atomic_io import atomic_torch_save, torch_load
 from loco_train.sac.batch import Batch
 
 FORMAT = 1

@@ -10,7 +10,7 @@ import math
 import torch
 from torch import nn
 
-from loco_train.normalizer import EmpiricalNormalizer
+from loco_train.policy.normalizer import EmpiricalNormalizer
 from loco_train.sac.actor import SquashedGaussianActor
 from loco_train.sac.batch import Batch
 from loco_train.sac.critic import make_target, polyak_update, QEnsemble
@@ -68,7 +68,7 @@ class SAC:
     def __init__(self, obs_dim: int, action_bias, action_scale, config: SACConfig, device='cpu'):
         self.cfg, self.device = config, torch.device(device)
         self.normalizer = EmpiricalNormalizer(obs_dim).to(self.device)
-        # Plain values only: the exporter rebuilds the actor from these (loco_train.export).
+        # Plain values only: the exporter rebuilds the actor from these (loco_train.policy.export).
         self.actor_kwargs = {
             'obs_dim': int(obs_dim),
             'action_bias': [float(v) for v in torch.as_tensor(action_bias).reshape(-1)],

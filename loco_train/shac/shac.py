@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from loco_train.normalizer import EmpiricalNormalizer
+from loco_train.policy.normalizer import EmpiricalNormalizer
 from loco_train.sac.actor import SquashedGaussianActor
 from loco_train.sac.mlp import mlp
 
@@ -124,7 +124,7 @@ class SHAC:
     def train_window(self, env, obs):
         """Roll H steps from obs (N, obs_dim) through env, update actor and critic.
 
-        env follows loco_train.vec_env.VecEnv with differentiable step() and a detach() that
+        env follows loco_train.envs.vec_env.VecEnv with differentiable step() and a detach() that
         cuts the gradient history of its state. Returns (next obs, metrics, episode infos).
         """
         cfg, n = self.cfg, obs.shape[0]

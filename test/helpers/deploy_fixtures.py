@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from loco_policy import spec
-from loco_policy.random_policy import write_random_policy
+from loco_policy.tools.random_policy import write_random_policy
 from test.ros_env import isolated_ros_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

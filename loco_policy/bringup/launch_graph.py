@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import os
 import sys
 
-from loco_policy import command_schedule
+from loco_policy.tools import command_schedule
 
 PACKAGE = 'loco_policy'
 
@@ -56,7 +56,7 @@ def config_dir():
     Install prefixes searched: those above this package (a colcon or pip install), then
     AMENT_PREFIX_PATH, then sys.prefix.
     """
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # loco_policy/
     candidates = [os.path.join(os.path.dirname(package), 'config')]
     parent = package
     while os.path.dirname(parent) != parent:

@@ -1,10 +1,10 @@
 """`loco-train bench sac`: SAC gradient updates per second; one JSON object as the last line.
 
 Measured on ANYmal-shaped data (48 observations, 12 actions, the spec's action bounds) for the
-default SACConfig and for the runner's ANYmal preset, each as update() alone and as replay
-sampling (n-step aggregation) plus update(). The other figure, env-steps to a reference return
-beside rsl-rl-lib PPO, comes from training runs on the ANYmal environment with the same reward:
-`--sac-run DIR --ppo-run DIR` read their TensorBoard logs (loco_train.compare_runs) and report the
+default SACConfig and for the runner's ANYmal preset, each as update() alone and as replay sampling
+(n-step aggregation) plus update(). The other figure, env-steps to a reference return beside
+rsl-rl-lib PPO, comes from training runs on the ANYmal environment with the same reward: `--sac-run
+DIR --ppo-run DIR` read their TensorBoard logs (loco_train.experiments.compare) and report the
 steps each took to reach `--fraction` of PPO's final return; without them it is not measured.
 """
 
@@ -15,8 +15,8 @@ import time
 import torch
 
 from loco_policy import spec
+from loco_train.runners.sac import PRESETS
 from loco_train.sac import anymal_action_bounds, ReplayBuffer, SAC, SACConfig
-from loco_train.sac_runner import PRESETS
 
 
 def add_arguments(parser) -> None:
@@ -36,7 +36,7 @@ def add_arguments(parser) -> None:
 
 def reference_return_steps(args) -> dict:
     """Env steps of SAC and PPO to fraction x PPO's final return, from their run logs."""
-    from loco_train import compare_runs
+    from loco_train.experiments import compare as compare_runs
 
     if not (args.sac_run and args.ppo_run):
         return {

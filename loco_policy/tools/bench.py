@@ -1,6 +1,6 @@
 """Deployment benchmark: the 50 Hz policy loop against sim_robot over real DDS (JSON last line).
 
-    python -m loco_policy.bench [--seconds 60] [--policy FILE|random] [--hidden 512,256,128]
+    python -m loco_policy.tools.bench [--seconds 60] [--policy FILE|random] [--hidden 512,256,128]
 
 Starts sim_robot and policy_node as separate processes on an isolated localhost domain, brings
 policy_node to WALK through its services and lets it run. Reports, from policy_node's own run
@@ -74,7 +74,7 @@ def run(args, work, tick_source):
 
     policy = args.policy or (SHIPPED_POLICY if os.path.isfile(SHIPPED_POLICY) else 'random')
     if policy == 'random':
-        from loco_policy.random_policy import write_random_policy
+        from loco_policy.tools.random_policy import write_random_policy
 
         hidden = tuple(int(h) for h in args.hidden.split(','))
         policy = write_random_policy(os.path.join(work, 'bench.onnx'), hidden, weight_scale=0.01)

@@ -13,7 +13,8 @@ import importlib
 
 import numpy as np
 
-from loco_policy import description, joint_command, spec
+from loco_policy import description, spec
+from loco_policy.control import joint_command
 from loco_policy.observation import quat_rotate_inverse
 
 BACKENDS = ('mujoco', 'warp')

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from loco_train.atomic_io import atomic_torch_save, torch_load
 from loco_train.envs import env_overrides
 from loco_train.envs.commands import add_command_argument
 from loco_train.envs.rewards import add_override_argument
-from loco_train.export import policy_payload
+from loco_train.policy.atomic_io import atomic_torch_save, torch_load
+from loco_train.policy.export import policy_payload
 from loco_train.sac.actor import bounds_from_box
 from loco_train.shac import SHAC, SHACConfig
 
@@ -31,7 +31,7 @@ class ShacRunConfig:
     """What the SHAC training loop does around the windows."""
 
     env: str = 'anymal'
-    """Environment name for loco_train.vec_env.make_env; SHAC needs a differentiable one."""
+    """Environment name for loco_train.envs.vec_env.make_env; SHAC needs a differentiable one."""
     num_envs: int = 64
     """N, environments rolled out together."""
     iterations: int = 500
@@ -245,7 +245,7 @@ def config_from_args(args):
 
 def run(args):
     """Train SHAC and print one JSON line with the result."""
-    from loco_train.vec_env import make_env
+    from loco_train.envs.vec_env import make_env
 
     cfg = config_from_args(args)
     if args.resume and not cfg.log_dir:

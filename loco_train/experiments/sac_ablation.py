@@ -1,6 +1,6 @@
 """SAC ablation (a script, not a test): train briefly with each of the four fixes turned off.
 
-    python -m loco_train.sac_ablation --env gymnasium:Pendulum-v1 --total-steps 10000
+    python -m loco_train.experiments.sac_ablation --env gymnasium:Pendulum-v1 --total-steps 10000
 
 prints one line per variant and, last, one JSON object with every variant's returns beside the
 full method. Same seed, same budget for all. The four switches:
@@ -22,7 +22,7 @@ import time
 import numpy as np
 import torch
 
-from loco_train.sac_runner import PRESETS, RunnerConfig, SACRunner, set_option
+from loco_train.runners.sac import PRESETS, RunnerConfig, SACRunner, set_option
 
 VARIANTS = {
     'full': {},
@@ -42,7 +42,7 @@ def variant_config(base: RunnerConfig, overrides: dict) -> RunnerConfig:
 
 def train(cfg: RunnerConfig) -> dict:
     """Train one variant from the same seed; return its summary."""
-    from loco_train.vec_env import make_env
+    from loco_train.envs.vec_env import make_env
 
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)

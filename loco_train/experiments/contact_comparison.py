@@ -1,6 +1,7 @@
 """The paper's contact-model comparison in small: SHAC per contact model, evaluated under hard.
 
-`python -m loco_train.contact_comparison --iterations 100 --num-envs 64 --out runs/contacts`
+`python -m loco_train.experiments.contact_comparison --iterations 100 --num-envs 64
+--out runs/contacts`
 trains one SHAC run per model (smooth, hard, soft) with the same seed, reward and settings, then
 rolls each deterministic policy out for one 20 s episode in N environments of the plain (not
 differentiable) environment under `hard` contact and reports the mean return and episode length
@@ -17,9 +18,9 @@ import numpy as np
 import torch
 
 from loco_train.envs.rewards import add_override_argument
+from loco_train.envs.vec_env import make_env
+from loco_train.runners.shac import ShacRunConfig, ShacRunner
 from loco_train.shac import SHACConfig
-from loco_train.shac_runner import ShacRunConfig, ShacRunner
-from loco_train.vec_env import make_env
 
 MODELS = ('smooth', 'hard', 'soft')
 """Contact models trained with, in the paper's order."""

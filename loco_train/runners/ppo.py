@@ -19,7 +19,7 @@ class PpoRunConfig:
     """rsl-rl-lib PPO settings (legged_gym's ANYmal defaults) and the run around it."""
 
     env: str = 'anymal'
-    """Environment name for loco_train.vec_env.make_env."""
+    """Environment name for loco_train.envs.vec_env.make_env."""
     num_envs: int = 64
     """Environments stepped together."""
     iterations: int = 500
@@ -84,7 +84,7 @@ def train(env, cfg, iterations=None):
     """Train PPO on a loco_train VecEnv; return (runner, summary dict)."""
     from rsl_rl.runners import OnPolicyRunner
 
-    from loco_train.rsl_rl_env import RslRlEnv
+    from loco_train.runners.rsl_rl_env import RslRlEnv
 
     wrapped = RslRlEnv(env, cfg.max_episode_length, cfg.device)
     run_dir = cfg.log_dir or os.path.join(
@@ -139,7 +139,7 @@ def add_arguments(parser):
 
 def run(args):
     """Train PPO and print one JSON line with the result."""
-    from loco_train.vec_env import make_env
+    from loco_train.envs.vec_env import make_env
 
     cfg = PpoRunConfig(**{k: getattr(args, k) for k in asdict(PpoRunConfig()) if hasattr(args, k)})
     torch.manual_seed(cfg.seed)

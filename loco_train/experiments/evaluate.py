@@ -2,7 +2,7 @@
 
 The policy runs exactly as on the robot: the deployment Controller (safety state machine,
 action clipping, target rate limit, onnxruntime on the spec's observation at 50 Hz), its PD
-commands held over the physics substeps of a loco_policy.sim_backends backend (MuJoCo, the
+commands held over the physics substeps of a loco_policy.sim.backends backend (MuJoCo, the
 independent simulator, or the project's Warp simulator). Seeds vary the sensor noise. Reports
 the mean absolute tracking error per segment (after a settling time), falls, and writes a PNG
 of commanded versus measured velocity. The last printed line is one JSON object.
@@ -16,8 +16,8 @@ import sys
 import numpy as np
 
 from loco_policy import spec
-from loco_policy.controller import Controller, ControllerConfig
-from loco_policy.safety import Mode
+from loco_policy.control.controller import Controller, ControllerConfig
+from loco_policy.control.safety import Mode
 from loco_policy.transition import REWARD_TERMS
 
 SCHEDULE = (
@@ -174,7 +174,7 @@ def plot(trace, path, title):
 def evaluate(policy_path, config, plot_path=None):
     """Evaluate a policy file over config.seeds episodes; return the summary dict."""
     from loco_policy.policy_file import OnnxPolicy
-    from loco_policy.sim_backends import make_backend
+    from loco_policy.sim.backends import make_backend
 
     policy = OnnxPolicy(policy_path)
     backend = make_backend(config.sim)

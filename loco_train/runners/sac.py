@@ -18,15 +18,15 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from loco_train.atomic_io import atomic_torch_save, torch_load
 from loco_train.envs import env_overrides
 from loco_train.envs.commands import add_command_argument
 from loco_train.envs.rewards import add_override_argument
-from loco_train.export import POLICY_KEY, policy_payload
+from loco_train.policy.atomic_io import atomic_torch_save, torch_load
+from loco_train.policy.export import POLICY_KEY, policy_payload
 from loco_train.sac import bounds_from_box, ReplayBuffer, SAC, SACConfig
 
 if TYPE_CHECKING:
-    from loco_train.vec_env import VecEnv
+    from loco_train.envs.vec_env import VecEnv
 
 
 @dataclass
@@ -393,7 +393,7 @@ def config_from_args(args) -> RunnerConfig:
 
 def run(args) -> int:
     """Train SAC and print one JSON line with the final average return."""
-    from loco_train.vec_env import make_env  # imports gymnasium
+    from loco_train.envs.vec_env import make_env  # imports gymnasium
 
     cfg = config_from_args(args)
     if args.resume and not cfg.log_dir:

@@ -1,6 +1,6 @@
 """`loco-launch`: start the deployment node graph as separate processes, without ROS 2 launch.
 
-    loco-launch [name:=value ...]      (arguments of loco_policy.launch_graph, as `ros2 launch`)
+    loco-launch [name:=value ...]   (arguments of loco_policy.bringup.launch_graph, as ros2 launch)
 
 Starts the same nodes with the same config/*.yaml as launch/anymal.launch.py, prefixes each
 output line with ``[node]``, and on Ctrl-C or SIGTERM stops them all: SIGINT to each node's
@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from loco_policy import launch_graph
+from loco_policy.bringup import launch_graph
 
 GRACE = 5.0
 """Seconds a node has to exit after SIGINT (and again after SIGTERM)."""

@@ -4,8 +4,8 @@ import importlib
 
 BENCHES = {
     # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
-    'sac': ('loco_train.bench_sac', 'SAC gradient updates per second (default and ANYmal nets)'),
-    'sim': ('loco_train.bench_sim', 'Warp simulator env-substeps/s (fwd, fwd+bwd) vs MuJoCo'),
+    'sac': ('loco_train.bench.sac', 'SAC gradient updates per second (default and ANYmal nets)'),
+    'sim': ('loco_train.bench.sim', 'Warp simulator env-substeps/s (fwd, fwd+bwd) vs MuJoCo'),
 }
 
 

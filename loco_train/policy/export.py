@@ -17,7 +17,7 @@ from torch import nn
 
 from loco_policy import spec
 from loco_policy.weights_digest import weights_sha256
-from loco_train.atomic_io import atomic_write, torch_load
+from loco_train.policy.atomic_io import atomic_write, torch_load
 
 POLICY_KEY = 'policy'
 """Checkpoint key of the exportable policy (see policy_payload)."""
@@ -62,8 +62,8 @@ def load_policy(checkpoint_path):
     """Rebuild DeployedPolicy and its provenance stub from a checkpoint holding POLICY_KEY."""
     import importlib
 
-    from loco_train import rsl_rl_policy
-    from loco_train.normalizer import EmpiricalNormalizer
+    from loco_train.policy import rsl_rl_policy
+    from loco_train.policy.normalizer import EmpiricalNormalizer
 
     checkpoint = torch_load(checkpoint_path, map_location='cpu')  # tensors and containers only
     if rsl_rl_policy.is_rsl_rl_checkpoint(checkpoint):  # loco-train ppo's model_<iter>.pt

@@ -10,9 +10,10 @@ import time
 
 import numpy as np
 
-from loco_policy import joint_command, robot_io, spec
+from loco_policy import spec
+from loco_policy.control import joint_command, robot_io
+from loco_policy.control.safety import Mode, SafetyStateMachine, Watchdog
 from loco_policy.observation import build_observation
-from loco_policy.safety import Mode, SafetyStateMachine, Watchdog
 from loco_policy.transition import reward_terms, TransitionRow
 
 

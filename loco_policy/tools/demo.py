@@ -18,9 +18,10 @@ import time
 
 import numpy as np
 
-from loco_policy import command_schedule, demo_metrics, spec
-from loco_policy.bag_writer import list_splits, read_counts
+from loco_policy import spec
 from loco_policy.nodes.policy_node import SHIPPED_POLICY
+from loco_policy.tools import command_schedule, demo_metrics
+from loco_policy.tools.bag_writer import list_splits, read_counts
 
 TRACKING = {
     None: 'not asked (no policy)',
@@ -104,7 +105,8 @@ class Operator:
 def start_stack(out, policy, log, backend='mujoco'):
     """Start loco-launch (sim_robot, policy_node, recorder) in its own process group."""
     argv = [
-        sys.executable, '-m', 'loco_policy.launcher', 'use_sim:=true', f'backend:={backend}',
+        sys.executable, '-m', 'loco_policy.bringup.launcher', 'use_sim:=true',
+        f'backend:={backend}',
         'record:=true', f'bag:={os.path.join(out, "bag")}', f'policy:={policy}',
         f'stats_file:={os.path.join(out, "policy_stats.json")}',
     ]  # fmt: skip
@@ -236,7 +238,7 @@ def _figures(stats, walking):
 
 def report(out, schedule, samples, heights, steps, transitions, walking, say, backend):
     """Print the table, write the PNG, return (exit code, result)."""
-    from loco_policy import plot_png
+    from loco_policy.tools import plot_png
 
     try:
         with open(os.path.join(out, 'policy_stats.json')) as handle:

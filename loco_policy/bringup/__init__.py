@@ -1,0 +1,1 @@
+"""The launch graph shared by launch/anymal.launch.py and the embedded launcher."""

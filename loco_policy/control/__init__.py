@@ -1,0 +1,1 @@
+"""ROS-free control logic: controller, safety state machine, robot I/O, tick schedule."""

@@ -1,0 +1,1 @@
+"""The simulated robot's physics backends (MuJoCo, Warp) behind sim_robot."""

@@ -1,0 +1,1 @@
+"""Demo, deployment benchmark, bag writing, plots and command schedules."""

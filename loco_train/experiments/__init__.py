@@ -1,0 +1,1 @@
+"""Evaluation, comparisons and ablations of trained policies and runs."""

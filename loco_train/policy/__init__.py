@@ -1,0 +1,1 @@
+"""The policy artifact: normaliser, export to the ONNX contract, checks, atomic files."""

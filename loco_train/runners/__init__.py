@@ -1,0 +1,1 @@
+"""Training loops (SHAC, SAC, rsl-rl PPO): logging, checkpoints, resume."""
