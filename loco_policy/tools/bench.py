@@ -22,7 +22,7 @@ import tempfile
 import time
 
 GOALS_MS = {'jitter_p99_ms': 1.0, 'latency_p99_ms': 2.0, 'inference_p99_ms': 0.2}
-"""The issue's goals: jitter p99 < 1 ms, latency p99 < 2 ms, inference p99 < 0.2 ms."""
+"""The deployment goals: jitter p99 < 1 ms, latency p99 < 2 ms, inference p99 < 0.2 ms."""
 
 
 def cpu_seconds(pid):
