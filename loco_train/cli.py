@@ -4,6 +4,8 @@ import argparse
 import importlib
 import sys
 
+from loco_policy.tools import missing_dependency
+
 COMMANDS = {
     # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
     'shac': ('loco_train.runners.shac', 'train SHAC through the differentiable simulator'),
@@ -25,20 +27,48 @@ COMMANDS = {
     'bench': ('loco_train.bench', 'run a benchmark; prints one JSON object as its last line'),
 }
 
+MISSING_MODULE = 2
+"""Exit status when a subcommand needs a module that is not installed."""
+
+
+def _missing(error, command):
+    """Print the one-line install hint for a missing module; re-raise when no group has it."""
+    line = missing_dependency.from_error(error, command, prefer=('train',))
+    if line is None:
+        raise error
+    print(line, file=sys.stderr)
+    return MISSING_MODULE
+
 
 def main(argv=None):
-    """Parse `loco-train SUBCOMMAND ...` and run the subcommand; return its exit status."""
+    """Parse `loco-train SUBCOMMAND ...` and run the subcommand; return its exit status.
+
+    Only the chosen subcommand's module is imported, so the overview (`loco-train --help`) needs
+    none of the training dependencies, and a missing one is reported as one line.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    chosen = argv[0] if argv and argv[0] in COMMANDS else None
     parser = argparse.ArgumentParser(prog='loco-train', description=__doc__)
-    sub = parser.add_subparsers(dest='command', metavar='SUBCOMMAND')
+    # dest '_subcommand': the runners have a --command option (velocity command ranges)
+    sub = parser.add_subparsers(dest='_subcommand', metavar='SUBCOMMAND')
+    module = None
     for name, (module_name, help_text) in COMMANDS.items():
-        sub_parser = sub.add_parser(name, help=help_text)
-        sub_parser.set_defaults(_module=module_name)
-        importlib.import_module(module_name).add_arguments(sub_parser)
+        # argparse %-formats help strings (for %(default)s): a literal % is written %%
+        sub_parser = sub.add_parser(name, help=help_text.replace('%', '%%'), description=help_text)
+        if name == chosen:
+            try:
+                module = importlib.import_module(module_name)
+                module.add_arguments(sub_parser)
+            except ModuleNotFoundError as error:
+                return _missing(error, f'loco-train {name}')
     args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
+    if args._subcommand is None:
+        parser.print_help(sys.stderr)
         return 2
-    return int(importlib.import_module(args._module).run(args) or 0)
+    try:
+        return int(module.run(args) or 0)
+    except ModuleNotFoundError as error:
+        return _missing(error, f'loco-train {chosen}')
 
 
 if __name__ == '__main__':

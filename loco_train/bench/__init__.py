@@ -13,7 +13,10 @@ def add_arguments(parser):
     """Add one sub-subcommand per benchmark."""
     sub = parser.add_subparsers(dest='bench', metavar='NAME', required=True)
     for name, (module_name, help_text) in BENCHES.items():
-        bench_parser = sub.add_parser(name, help=help_text)
+        # argparse %-formats help strings: a literal % is written %%
+        bench_parser = sub.add_parser(
+            name, help=help_text.replace('%', '%%'), description=help_text
+        )
         bench_parser.set_defaults(_bench_module=module_name)
         importlib.import_module(module_name).add_arguments(bench_parser)
 
