@@ -93,3 +93,12 @@ def test_a_gymnasium_mujoco_task_without_imageio_names_the_extra():
     )  # fmt: skip
     assert_one_line(result, 'imageio', 'train')
     assert 'gymnasium[mujoco]==1.4.0' in result.stderr
+
+
+def test_the_demo_without_matplotlib_says_install_tools_before_starting(tmp_path):
+    result = run_hidden(
+        ('matplotlib',), 'loco_policy.tools.demo:main',
+        ['demo', '--out', str(tmp_path / 'demo')], 'missing_matplotlib',
+    )  # fmt: skip
+    assert_one_line(result, 'matplotlib', 'tools')
+    assert not (tmp_path / 'demo').exists()  # refused before the stack was started

@@ -4,8 +4,9 @@ Starts `loco-launch` (sim_robot on MuJoCo, policy_node, recorder) as a separate 
 then, as an operator would: waits for the robot's inputs, calls start (PASSIVE -> STAND), and
 with a policy file calls start again (STAND -> WALK) and drives the command schedule (stand,
 forward, turn, sideways, stop) on /cmd_vel. Without a policy file it says so and only stands.
-Prints a table, writes a PNG of commanded versus measured velocity and ends with one JSON line.
-Exits non-zero when the robot falls or the loop misses its rate.
+Prints a table, writes a PNG of commanded versus measured velocity (loco_policy.tools.plots) and
+ends with one JSON line. Exits 1 when the robot falls or the loop misses its rate, 2 (one line
+naming the requirement group) when a module it needs is not installed.
 """
 
 import argparse
@@ -20,8 +21,10 @@ import numpy as np
 
 from loco_policy import spec
 from loco_policy.nodes.policy_node import SHIPPED_POLICY
-from loco_policy.tools import command_schedule, demo_metrics
-from loco_policy.tools.bag_writer import list_splits, read_counts
+from loco_policy.tools import command_schedule, demo_metrics, missing_dependency
+
+NEEDS = ('mujoco', 'rosbags', 'matplotlib')
+"""Modules of the sim and tools groups the demo needs (sim_robot, the bag, the figure)."""
 
 TRACKING = {
     None: 'not asked (no policy)',
@@ -238,7 +241,8 @@ def _figures(stats, walking):
 
 def report(out, schedule, samples, heights, steps, transitions, walking, say, backend):
     """Print the table, write the PNG, return (exit code, result)."""
-    from loco_policy.tools import plot_png
+    from loco_policy.tools.bag_writer import list_splits, read_counts
+    from loco_policy.tools.plots import velocity_figure
 
     try:
         with open(os.path.join(out, 'policy_stats.json')) as handle:
@@ -257,15 +261,16 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say, ba
     for split in splits:
         for topic, n in read_counts(split).items():
             counts[topic] = counts.get(topic, 0) + n
-    png = os.path.join(out, 'velocity.png') if samples else None
-    if samples:
+    png = os.path.join(out, 'velocity.png') if len(samples) > 1 else None
+    if png:
         t = np.array([s[0] for s in samples])
         cmd, meas = np.array([s[2] for s in samples]), np.array([s[3] for s in samples])
-        panels = [
-            (name, [('COMMAND', t, cmd[:, i], 'orange'), ('MEASURED', t, meas[:, i], 'blue')])
-            for i, name in enumerate(('VX M/S', 'VY M/S', 'WZ RAD/S'))
-        ]
-        plot_png.line_panels(png, panels, 'ANYMAL C SIM - COMMANDED VS MEASURED BASE VELOCITY')
+        starts = np.cumsum([0.0] + [s.duration for s in schedule[:-1]])  # s from drive start
+        sim = {'mujoco': 'MuJoCo', 'warp': 'Warp'}[backend]
+        velocity_figure(
+            png, t, cmd, meas, [(s.name, start) for s, start in zip(schedule, starts)],
+            f'ANYmal C on {sim}: commanded vs measured base velocity (body frame)',
+        )  # fmt: skip
     loop_ok = demo_metrics.loop_ok(stats, 1.0 / spec.CONTROL_DT)
     history = ' -> '.join(['PASSIVE'] + [h['to'] for h in stats.get('mode_history', [])])
     figures = _figures(stats, walking)
@@ -331,6 +336,10 @@ def main(argv=None):
     parser.add_argument('--backend', choices=('mujoco', 'warp'), default='mujoco')
     parser.add_argument('--startup-timeout', type=float, default=60.0, help='s for the stack')
     args = parser.parse_args(argv)
+    missing = missing_dependency.check(NEEDS, 'demo', prefer=('sim', 'tools'))
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
     try:
         code, result = run(args)
     except RuntimeError as error:
