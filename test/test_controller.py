@@ -63,6 +63,34 @@ def test_passive_then_stand_reaches_the_default_pose_without_a_policy():
     assert steps.max() <= loop.ctrl.config.max_target_step + 1e-9
 
 
+def test_the_status_hint_follows_the_mode(policy):
+    loop = Loop(policy, stand_duration=0.5)
+    loop.run(0.1)
+    assert loop.ctrl.status(loop.t)['hint'] == 'call start to stand'
+    ok, message = loop.ctrl.request('start', loop.t)
+    assert ok and message.endswith('call start again to walk')
+    loop.run(0.2)
+    assert loop.ctrl.request('start', loop.t) == (
+        False,
+        'WALK refused: the default pose is not reached yet',
+    )
+    assert loop.ctrl.status(loop.t)['hint'].startswith('call start to walk')
+    loop.run(0.4)
+    assert loop.ctrl.request('start', loop.t)[0]
+    assert loop.ctrl.status(loop.t)['hint'] == 'call stop to stand'
+    loop.run(0.2, feed=False)  # the inputs go stale: watchdog -> DAMP
+    status = loop.ctrl.status(loop.t)
+    assert status['mode'] == 'DAMP' and status['hint'] == 'call reset'
+
+
+def test_no_policy_says_walk_is_unavailable_on_the_first_start():
+    loop = Loop()
+    loop.run(0.1)
+    ok, message = loop.ctrl.request('start', loop.t)
+    assert ok and message.endswith('WALK unavailable: no policy file loaded')
+    assert loop.ctrl.status(loop.t)['hint'].startswith('WALK unavailable: no policy file loaded')
+
+
 def test_walk_runs_the_policy_and_streams_consecutive_transitions(policy):
     loop = Loop(policy, stand_duration=0.5)
     loop.run(0.1)

@@ -104,8 +104,13 @@ def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
     assert probe.status['policy']['provenance']['algorithm'] == ALGORITHM
-    assert probe.call('/policy_node/start') == (True, 'STAND: moving to the default pose')
+    assert probe.status['hint'] == 'call start to stand'
+    assert probe.call('/policy_node/start') == (
+        True,
+        'STAND: standing up to the default pose; call start again to walk',
+    )
     assert probe.spin_until(lambda: probe.status.get('stand_progress') == 1.0, 5.0)
+    assert probe.status['hint'].startswith('call start to walk'), probe.status
     ok, message = probe.call('/policy_node/start')
     assert ok, message
     probe.spin(1.5)

@@ -4,7 +4,10 @@ from loco_policy.control.safety import Mode, SafetyStateMachine, Watchdog
 def test_start_walks_only_through_stand_with_a_policy():
     fsm = SafetyStateMachine()
     assert fsm.start(0.0, False, True, inputs_ok=False)[0] is False
-    assert fsm.start(0.0, False, True, True) == (True, 'STAND: moving to the default pose')
+    assert fsm.start(0.0, False, True, True) == (
+        True,
+        'STAND: standing up to the default pose; call start again to walk',
+    )
     ok, message = fsm.start(0.1, True, False, True, 'no trained policy is shipped yet')
     assert not ok and 'no trained policy' in message and fsm.mode is Mode.STAND
     assert fsm.start(0.2, False, True, True)[0] is False  # pose not reached
@@ -12,6 +15,21 @@ def test_start_walks_only_through_stand_with_a_policy():
     assert fsm.stop(0.4)[0] and fsm.mode is Mode.STAND
     assert fsm.stop(0.5)[0] and fsm.mode is Mode.PASSIVE
     assert [t.target for t in fsm.history] == [Mode.STAND, Mode.WALK, Mode.STAND, Mode.PASSIVE]
+
+
+def test_the_first_start_and_the_hint_say_what_to_call_next():
+    fsm = SafetyStateMachine()
+    assert fsm.hint(True) == 'call start to stand'
+    ok, message = fsm.start(0.0, False, False, True, 'no policy file loaded')
+    assert ok and message.endswith('WALK unavailable: no policy file loaded')
+    assert 'again' not in message and 'no policy file loaded' in fsm.hint(
+        False, 'no policy file loaded'
+    )
+    assert 'call start to walk' in fsm.hint(True)
+    assert fsm.start(0.1, True, True, True)[0] and fsm.hint(True) == 'call stop to stand'
+    fsm.trip(0.2, 'estop requested')
+    assert fsm.hint(True) == 'call reset'
+    assert fsm.reset(0.3, inputs_ok=True)[0] and fsm.hint(True) == 'call start to stand'
 
 
 def test_damp_is_latched_until_reset_with_fresh_inputs():

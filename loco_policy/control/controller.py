@@ -343,10 +343,11 @@ class Controller:
         return row
 
     def status(self, now):
-        """A JSON-ready status: mode, fault, policy, input ages, last rejection."""
+        """A JSON-ready status: mode, hint (the next request), fault, policy, input ages, ..."""
         ages = self.watchdog.ages(now)
         return {
             'mode': self.fsm.mode.value,
+            'hint': self.fsm.hint(self.policy is not None, self.policy_error),
             'fault': self.fsm.fault,
             'policy': self.policy.describe() if self.policy else None,
             'policy_error': '' if self.policy else self.policy_error,

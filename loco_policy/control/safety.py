@@ -3,7 +3,7 @@
 Modes: PASSIVE (damping only) -> STAND (interpolate to the default pose) -> WALK (policy) and
 back; DAMP on any fault or estop, latched until reset. Requests (the node's services) are:
 
-    start : PASSIVE -> STAND; STAND (pose reached, policy loaded) -> WALK
+    start : PASSIVE -> STAND; STAND (pose reached, policy loaded) -> WALK (a second start)
     stop  : WALK -> STAND; STAND -> PASSIVE
     estop : any -> DAMP (latched)
     reset : DAMP -> PASSIVE (only when the inputs are fresh again)
@@ -59,7 +59,10 @@ class SafetyStateMachine:
             return False, 'refused: robot inputs are missing or stale'
         if self.mode is Mode.PASSIVE:
             self._go(Mode.STAND, now, 'start')
-            return True, 'STAND: moving to the default pose'
+            if not policy_ready:
+                why = why_not_policy or 'no policy loaded'
+                return True, f'STAND: standing up to the default pose; WALK unavailable: {why}'
+            return True, 'STAND: standing up to the default pose; call start again to walk'
         if self.mode is Mode.STAND:
             if not policy_ready:
                 return False, f'WALK refused: {why_not_policy or "no policy loaded"}'
@@ -68,6 +71,19 @@ class SafetyStateMachine:
             self._go(Mode.WALK, now, 'start')
             return True, 'WALK: policy in control'
         return False, 'already in WALK'
+
+    def hint(self, policy_ready, why_not_policy=''):
+        """What the operator can ask for next in the current mode, in words (the status 'hint')."""
+        if self.mode is Mode.PASSIVE:
+            return 'call start to stand'
+        if self.mode is Mode.STAND:
+            if not policy_ready:
+                why = why_not_policy or 'no policy loaded'
+                return f'WALK unavailable: {why}; call stop for PASSIVE'
+            return 'call start to walk (accepted once stand_progress is 1)'
+        if self.mode is Mode.WALK:
+            return 'call stop to stand'
+        return 'call reset'
 
     def stop(self, now):
         """Handle a stop request: WALK -> STAND, STAND -> PASSIVE; return (accepted, message)."""
