@@ -135,9 +135,10 @@ def main(argv=None):
     """Parse name:=value arguments, start the graph, stop it on Ctrl-C or SIGTERM."""
     argv = sys.argv[1:] if argv is None else argv
     if any(a in ('-h', '--help') for a in argv):
+        print('usage: loco-launch [-h] [--duration=SECONDS] [name:=value ...]\n')
         print(__doc__)
         for name, (default, text) in launch_graph.ARGUMENTS.items():
-            print(f'  {name}:={default!r:12} {text}')
+            print(f'  {f"{name}:={default!r}":24} {text}')
         return 0
     duration = None
     if argv and argv[0].startswith('--duration='):

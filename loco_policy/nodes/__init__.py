@@ -1,6 +1,8 @@
 """Thin rclpy nodes: parameters, topics, services and timers wired to ROS-free logic."""
 
+import os
 import sys
+import textwrap
 
 from rcl_interfaces.msg import ParameterDescriptor
 import rclpy
@@ -8,6 +10,8 @@ from rclpy._rclpy_pybind11 import RCLError
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException
+
+from loco_policy.tools import missing_dependency
 
 
 def any_type():
@@ -25,17 +29,57 @@ def steady_clock():
     return Clock(clock_type=ClockType.STEADY_TIME)
 
 
+def wants_help(argv):
+    """True when -h or --help comes before --ros-args in argv (sys.argv form, program first)."""
+    user = list(argv[1:])
+    user = user[: user.index('--ros-args')] if '--ros-args' in user else user
+    return '-h' in user or '--help' in user
+
+
+def node_help(name, doc):
+    """The --help text of a node: usage, its docstring, its parameters from config/<name>.yaml."""
+    from loco_policy.bringup.launch_graph import config_dir
+
+    usage = (
+        f'usage: {name} [-h] [--ros-args [--params-file FILE] [-p NAME:=VALUE ...] '
+        '[-r FROM:=TO ...]]'
+    )
+    lines = [usage, '', (doc or '').strip(), '']
+    try:
+        path = os.path.join(config_dir(), f'{name}.yaml')
+        with open(path) as handle:
+            text = handle.read().splitlines()
+    except OSError as error:
+        return '\n'.join(lines + [f'parameters: config/{name}.yaml not found ({error})'])
+    lines.append(f'parameters and their defaults ({path}; loco-launch passes this file):')
+    first = next((i + 1 for i, line in enumerate(text) if 'ros__parameters:' in line), 0)
+    table = textwrap.dedent('\n'.join(text[first:])).strip('\n')  # keeps the comments' columns
+    return '\n'.join(lines + [textwrap.indent(table, '  ')])
+
+
 def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
     """Init rclpy, build the node with factory(), spin until Ctrl-C/SIGTERM, shut down; exit code.
 
-    An exception of a type in `refused` (or a parameter of the wrong type) raised while building
-    is a refusal to start: its message is printed and the exit code is 2. on_exit(node) runs
-    before the node is destroyed.
+    -h or --help (before --ros-args) prints node_help and returns 0 without starting ROS. An
+    exception of a type in `refused` (or a parameter of the wrong type) raised while building
+    is a refusal to start: its message is printed and the exit code is 2; so is a missing module
+    of a requirement group (one line naming the group). on_exit(node) runs before the node is
+    destroyed.
     spin(node), when given, replaces rclpy.spin(node).
     """
+    if wants_help(sys.argv if args is None else args):
+        print(node_help(name, sys.modules[factory.__module__].__doc__))
+        return 0
     rclpy.init(args=args)
     try:
         node = factory()
+    except ModuleNotFoundError as error:
+        rclpy.try_shutdown()
+        line = missing_dependency.from_error(error, name, prefer=('deploy', 'sim', 'tools'))
+        if line is None:
+            raise
+        print(line, file=sys.stderr, flush=True)
+        return 2
     except (*refused, ParameterException) as error:
         print(f'{name}: {error}', file=sys.stderr, flush=True)
         rclpy.try_shutdown()
