@@ -102,3 +102,16 @@ def test_the_demo_without_matplotlib_says_install_tools_before_starting(tmp_path
     )  # fmt: skip
     assert_one_line(result, 'matplotlib', 'tools')
     assert not (tmp_path / 'demo').exists()  # refused before the stack was started
+
+
+def test_a_node_without_its_simulator_says_install_sim():
+    # sim_robot imports MuJoCo when it builds its backend: run_node turns that into one line
+    result = run_hidden(
+        ('mujoco',), 'loco_policy.nodes.sim_robot:main', ['sim_robot'], 'missing_mujoco'
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 2 and 'Traceback' not in output, output
+    lines = [line for line in result.stderr.splitlines() if 'is missing' in line]
+    assert lines == [result.stderr.strip().splitlines()[-1]], output  # one line, the last
+    assert lines[0].startswith("sim_robot: the Python module 'mujoco' is missing")
+    assert 'pip install -r requirements/sim.txt' in lines[0]
