@@ -89,9 +89,14 @@ def wait_mode(probe, mode, timeout=5.0):
 
 def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
     from diagnostic_msgs.msg import DiagnosticArray
+    from std_msgs.msg import Float64MultiArray
 
-    diagnostics = []
+    diagnostics, arrays = [], []
     graph.probe.node.create_subscription(DiagnosticArray, '/diagnostics', diagnostics.append, 10)
+    group = list(reversed(spec.JOINT_NAMES))  # a ros2_control controller's own joint order
+    graph.probe.node.create_subscription(
+        Float64MultiArray, '/group/commands', lambda m: arrays.append(list(m.data)), 100
+    )
     policy = make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01)
     graph.start('sim_robot')
     graph.start(
@@ -99,6 +104,8 @@ def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
         f'policy:={policy}',
         'allow_untrained:=true',
         'stand_duration:=1.0',
+        'position_group_topic:=/group/commands',
+        f'position_group_joints:=[{",".join(group)}]',
         TOLERANT,
     )
     probe = graph.probe
@@ -121,6 +128,13 @@ def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
     walk = [c for c in probe.commands if c[0] == 'WALK']
     assert len(walk) > 40 and all_finite(probe.commands)
     assert walk[-1][2][12:] == spec.KP.tolist()  # kp rides in the '<joint>/gains' entries
+    # the ros2_control array: the same targets in the controller's order, only while a pose
+    # is held (STAND, WALK), never in PASSIVE
+    index = [spec.JOINT_NAMES.index(n) for n in group]
+    held = {tuple(c[2][i] for i in index) for c in probe.commands if c[0] in ('STAND', 'WALK')}
+    n_held = sum(c[0] in ('STAND', 'WALK') for c in probe.commands)
+    assert len(arrays) > 40 and all(tuple(a) in held for a in arrays[:-2])
+    assert len(arrays) <= n_held + 2  # none for the PASSIVE commands before and after
     rows = []
     for m in probe.batches:
         dims = [(d.label, d.size, d.stride) for d in m.layout.dim]

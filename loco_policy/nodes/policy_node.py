@@ -16,14 +16,16 @@ from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Float32MultiArray, MultiArrayDimension, String
+from std_msgs.msg import Float32MultiArray, Float64MultiArray, MultiArrayDimension, String
 from std_srvs.srv import Trigger
 
 from loco_policy import spec, transition
 from loco_policy.control import joint_command
 from loco_policy.control.controller import Controller, ControllerConfig
 from loco_policy.control.loop_stats import LoopStats
+from loco_policy.control.position_group import group_order, group_positions
 from loco_policy.control.realtime import (
     hold_cpu_dma_latency,
     set_cpu_affinity,
@@ -37,6 +39,11 @@ from loco_policy.tools.random_policy import ALGORITHM as UNTRAINED
 
 TICK_SOURCES = ('joint_states', 'timer')
 """What starts a control tick: the /joint_states arrival completing a period, or a timer."""
+
+EXECUTORS = ('events', 'single_threaded')
+"""rclpy executors: the EventsExecutor (rclpy.experimental: callbacks dispatched from C++, about
+half the CPU per message of the default executor, which rebuilds its wait set in Python), or
+the SingleThreadedExecutor."""
 
 SHIPPED_POLICY = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'policies', 'anymal_c_walk.onnx'
@@ -83,6 +90,9 @@ class PolicyNode(Node):
         self.declare_parameter('cpu_affinity', '', any_type())  # e.g. '1': pin the node to CPU 1
         self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
         self.declare_parameter('warm_lead', 0.001, any_type())  # s warmed before a tick; 0: off
+        self.declare_parameter('executor', EXECUTORS[0])  # rclpy executor spinning the node
+        self.declare_parameter('position_group_topic', '')  # ros2_control output; '' = off
+        self.declare_parameter('position_group_joints', list(spec.JOINT_NAMES))  # its order
         names = [
             *vars(defaults),
             'policy',
@@ -95,17 +105,26 @@ class PolicyNode(Node):
             'cpu_affinity',
             'cpu_dma_latency',
             'warm_lead',
+            'executor',
+            'position_group_topic',
+            'position_group_joints',
         ]
         p = {n: self.get_parameter(n).value for n in names if self.has_parameter(n)}
         if p['tick_source'] not in TICK_SOURCES:
             raise ValueError(f'tick_source {p["tick_source"]!r} is not one of {TICK_SOURCES}')
         self.tick_on_state = p['tick_source'] == 'joint_states'
+        if p['executor'] not in EXECUTORS:
+            raise ValueError(f'executor {p["executor"]!r} is not one of {EXECUTORS}')
+        self.executor_name = p['executor']
+        self.group_topic = str(p['position_group_topic'])
+        self.group_order = group_order(p['position_group_joints'])  # ValueError: refused
         self.warm_lead = float(p['warm_lead'])
         if not 0.0 <= self.warm_lead < 0.5 * spec.CONTROL_DT:  # also refuses NaN
             raise ValueError(f'warm_lead {self.warm_lead} s must be in [0, {spec.CONTROL_DT / 2})')
         self.schedule = TickSchedule(spec.CONTROL_DT)
         self.due = None  # monotonic s of the /joint_states that made a tick due, until it runs
-        self.arrivals = {}  # input name -> monotonic s of its last accepted message
+        self.arrivals = {}  # input name -> monotonic s of its last message
+        self.pending = {}  # input name -> (serialized message, monotonic s of arrival)
         config = ControllerConfig(
             **{k: float(p[k]) for k in vars(defaults) if k in p and k != 'control_dt'}
         )
@@ -134,11 +153,17 @@ class PolicyNode(Node):
     def _create_interfaces(self, diagnostics_period):
         """Create the subscriptions, publishers, services and timers."""
         sensor = qos_profile_sensor_data
-        self.create_subscription(JointState, '/joint_states', self.on_joint_states, sensor)
-        self.create_subscription(Imu, '/imu', self.on_imu, sensor)
-        self.create_subscription(Odometry, '/odom', self.on_odom, sensor)
+        # raw: kept serialized until a tick needs them (see _ingest)
+        self.create_subscription(
+            JointState, '/joint_states', self.on_joint_states, sensor, raw=True
+        )
+        self.create_subscription(Imu, '/imu', self.on_imu, sensor, raw=True)
+        self.create_subscription(Odometry, '/odom', self.on_odom, sensor, raw=True)
         self.create_subscription(Twist, '/cmd_vel', self.on_cmd_vel, 10)
         self.command_pub = self.create_publisher(JointState, '/joint_command', 10)
+        self.group_pub = None
+        if self.group_topic:  # ros2_control: forward_command_controller's commands topic
+            self.group_pub = self.create_publisher(Float64MultiArray, self.group_topic, 10)
         reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         self.replay_pub = self.create_publisher(Float32MultiArray, '/replay/transitions', reliable)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -157,28 +182,36 @@ class PolicyNode(Node):
 
     # ---- callbacks (short: validation and logic live in the controller) -----------------
 
-    def on_joint_states(self, msg):
-        """Feed a /joint_states message to the controller."""
+    def on_joint_states(self, raw):
+        """Keep a /joint_states message (serialized) and tick when it completes a period."""
+        now = time.monotonic()
+        self.pending['joint_states'] = (raw, now)
         self.state_received = time.perf_counter()
-        error = self.controller.on_joint_state(
-            msg.name, msg.position, msg.velocity, msg.effort, time.monotonic()
-        )
-        self._log_rejection(error)
-        if self.tick_on_state and self.schedule.on_state(time.monotonic()):
-            self.due = time.monotonic()
-        self._arrived('joint_states', error)
+        if self.tick_on_state and self.schedule.on_state(now):
+            self.due = now
+        self._arrived('joint_states', now)
 
-    def _arrived(self, name, error):
+    def on_imu(self, raw):
+        """Keep an /imu message (serialized) for the next tick."""
+        now = time.monotonic()
+        self.pending['imu'] = (raw, now)
+        self._arrived('imu', now)
+
+    def on_odom(self, raw):
+        """Keep an /odom message (serialized, twist in the base frame) for the next tick."""
+        now = time.monotonic()
+        self.pending['odom'] = (raw, now)
+        self._arrived('odom', now)
+
+    def _arrived(self, name, now):
         """Run a due tick once /imu and /odom of the same robot cycle have arrived too.
 
         The robot publishes /joint_states, /imu and /odom each cycle in some order; an input
         counts for the cycle when it arrived at most half a state period before the state that
         made the tick due, so the observation never mixes this cycle's joints with the last
-        cycle's base state. A lost or rejected input leaves the tick to the fallback check.
+        cycle's base state. A lost input leaves the tick to the fallback check.
         """
-        if error:
-            return
-        self.arrivals[name] = time.monotonic()
+        self.arrivals[name] = now
         if not self.tick_on_state or self.due is None:
             return
         since = self.due - 0.5 * (self.schedule.state_period or 0.0)
@@ -190,19 +223,28 @@ class PolicyNode(Node):
         if self.schedule.on_check(time.monotonic()):
             self.on_tick()
 
-    def on_imu(self, msg):
-        """Feed an /imu message to the controller."""
-        o, w = msg.orientation, msg.angular_velocity
-        error = self.controller.on_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z), time.monotonic())
-        self._log_rejection(error)
-        self._arrived('imu', error)
+    def _ingest(self):
+        """Deserialize and validate the newest message of each input (at a tick, not per message).
 
-    def on_odom(self, msg):
-        """Feed an /odom message (twist in the base frame) to the controller."""
-        v = msg.twist.twist.linear
-        error = self.controller.on_odom((v.x, v.y, v.z), time.monotonic())
-        self._log_rejection(error)
-        self._arrived('odom', error)
+        The robot's inputs come at 200 Hz or more and the loop uses only the newest of each, so
+        they are kept serialized and parsed here: a rejected input is reported as on arrival and
+        leaves the watchdog fed with its last valid arrival time.
+        """
+        pending, self.pending = self.pending, {}
+        for name, (raw, arrived) in pending.items():
+            if name == 'joint_states':
+                m = deserialize_message(raw, JointState)
+                error = self.controller.on_joint_state(
+                    m.name, m.position, m.velocity, m.effort, arrived
+                )
+            elif name == 'imu':
+                m = deserialize_message(raw, Imu)
+                o, w = m.orientation, m.angular_velocity
+                error = self.controller.on_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z), arrived)
+            else:
+                v = deserialize_message(raw, Odometry).twist.twist.linear
+                error = self.controller.on_odom((v.x, v.y, v.z), arrived)
+            self._log_rejection(error)
 
     def on_cmd_vel(self, msg):
         """Feed a /cmd_vel command to the controller (clipped to the command ranges)."""
@@ -284,6 +326,7 @@ class PolicyNode(Node):
     def _tick(self):
         """Step the controller, publish command and transitions."""
         start = time.perf_counter()
+        self._ingest()
         self.schedule.ticked(time.monotonic())
         self.due = None
         self.stats.tick(time.monotonic())
@@ -293,6 +336,10 @@ class PolicyNode(Node):
         msg.header.frame_id = tick.command.mode
         msg.name, msg.position, msg.velocity, msg.effort = joint_command.pack(tick.command)
         self.command_pub.publish(msg)
+        if self.group_pub is not None:
+            positions = group_positions(tick.command, self.group_order)
+            if positions is not None:
+                self.group_pub.publish(Float64MultiArray(data=positions))
         done = time.perf_counter()
         self.stats.add('compute', done - start)
         if self.state_received is not None:
@@ -379,6 +426,15 @@ class PolicyNode(Node):
             os.replace(self.stats_file + '.tmp', self.stats_file)
 
 
+def make_executor(node):
+    """The executor the executor parameter names (None: rclpy's global one)."""
+    if node.executor_name == 'events':
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=node.context)
+    return None
+
+
 def main(args=None):
     """Run policy_node until Ctrl-C or SIGTERM; exit 2 naming refused parameters."""
     return run_node(
@@ -387,7 +443,9 @@ def main(args=None):
         refused=(ValueError,),
         on_exit=lambda node: node.write_stats(),
         args=args,
-        spin=lambda node: spin_warm(node, node.warm_lead, busy=node.realtime_priority <= 0),
+        spin=lambda node: spin_warm(
+            node, node.warm_lead, busy=node.realtime_priority <= 0, executor=make_executor(node)
+        ),
     )
 
 

@@ -19,20 +19,29 @@ import rclpy
 IDLE_WAIT = 0.005
 """Longest blocking wait (s) outside the window, so a new expectation is seen in time."""
 
+BLOCKING_WAIT = 0.1
+"""Longest blocking wait (s) without warm-ups: only bounds how late a shutdown is seen."""
 
-def spin_warm(node, lead, busy=True):
+
+def spin_warm(node, lead, busy=True, executor=None):
     """Spin `node` until shutdown, warmed from lead (s) before each expected tick.
 
-    lead <= 0: plain rclpy.spin. busy: poll without blocking after a warm-up (see above).
+    lead <= 0: plain spin. busy: poll without blocking after a warm-up (see above). executor:
+    the one to spin (e.g. rclpy's EventsExecutor); None is rclpy's global executor.
     """
-    if lead <= 0:
-        rclpy.spin(node)
-        return
     # rclpy's global executor, as rclpy.spin uses: the context's shutdown (Ctrl-C, SIGTERM)
-    # shuts it down. A private executor shut down here, or left to the garbage collector with
-    # its wait generator, crashed the process at exit (SIGSEGV) in about 1 run in 15.
-    executor = rclpy.get_global_executor()
+    # shuts it down. A private SingleThreadedExecutor shut down here, or left to the garbage
+    # collector with its wait generator, crashed the process at exit (SIGSEGV) in about 1 run
+    # in 15; an EventsExecutor is woken by the context's shutdown itself.
+    executor = executor or rclpy.get_global_executor()
     executor.add_node(node)
+    if lead <= 0:  # spin_once in a loop: EventsExecutor.spin() left services unanswered
+        try:
+            while executor.context.ok():
+                executor.spin_once(timeout_sec=BLOCKING_WAIT)
+        finally:
+            executor.remove_node(node)
+        return
     warmed_for, polling = None, False  # the expected tick time warmed for; whether it ran
     try:
         while executor.context.ok():

@@ -9,7 +9,9 @@ age p50/p99, tick compute (tick start -> publish) p50/p99, onnxruntime inference
 policy node's CPU use during WALK (from /proc). The policy is the shipped one when present;
 `--policy random` (or no shipped file) times a random-weight MLP of the given sizes (tiny weights:
 it stands still; timing only). Each run measures policy_node ticking on /joint_states arrivals
-(the default) and, as the baseline in the same run, on its free-running 50 Hz timer.
+(the default) and, as the baseline in the same run, on its free-running 50 Hz timer; then the
+CPU use of a bare subscriber to the same state stream (tools/bare_subscriber) with rclpy's
+default executor and with its EventsExecutor, and sim_robot's CPU beside each.
 """
 
 import argparse
@@ -23,6 +25,13 @@ import time
 
 GOALS_MS = {'jitter_p99_ms': 1.0, 'latency_p99_ms': 2.0, 'inference_p99_ms': 0.2}
 """The deployment goals: jitter p99 < 1 ms, latency p99 < 2 ms, inference p99 < 0.2 ms."""
+
+
+CPU_GOAL_PERCENT = 20.0
+"""policy_node in WALK at 200 Hz state input: at most this share of one core."""
+
+BARE_SETTLE, BARE_SECONDS = 5.0, 20.0
+"""s before and s of the bare subscribers' CPU measurement."""
 
 
 def cpu_seconds(pid):
@@ -122,11 +131,12 @@ def run(args, work, tick_source):
             end = time.monotonic() + wait
             while time.monotonic() < end:
                 executor.spin_once(timeout_sec=0.05)
-        cpu0, t0 = cpu_seconds(node_proc.pid), time.monotonic()
+        cpu0, sim0, t0 = cpu_seconds(node_proc.pid), cpu_seconds(sim.pid), time.monotonic()
         end = t0 + args.seconds
         while time.monotonic() < end:
             executor.spin_once(timeout_sec=0.1)
         cpu = 100.0 * (cpu_seconds(node_proc.pid) - cpu0) / (time.monotonic() - t0)
+        sim_cpu = 100.0 * (cpu_seconds(sim.pid) - sim0) / (time.monotonic() - t0)
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
@@ -135,7 +145,32 @@ def run(args, work, tick_source):
         log.close()
     with open(stats_file) as handle:
         stats = json.load(handle)
-    return summarize(stats, cpu, policy, steps, args, tick_source)
+    result = summarize(stats, cpu, policy, steps, args, tick_source)
+    result['cpu_percent_sim_robot'] = round(sim_cpu, 1)
+    return result
+
+
+def bare_cpu(args, work, executor_name):
+    """CPU % of a bare subscriber to sim_robot's state topics (see tools/bare_subscriber)."""
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1')
+    env.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
+    log = open(os.path.join(work, 'bare.log'), 'wb')
+    sim = start('sim_robot', [], env, log)
+    argv = [sys.executable, '-m', 'loco_policy.tools.bare_subscriber', '--executor', executor_name]
+    bare = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, process_group=0)
+    try:
+        time.sleep(BARE_SETTLE)  # discovery and the first messages
+        cpu0, sim0, t0 = cpu_seconds(bare.pid), cpu_seconds(sim.pid), time.monotonic()
+        time.sleep(min(args.seconds, BARE_SECONDS))
+        elapsed = time.monotonic() - t0
+        return {
+            'cpu_percent': round(100.0 * (cpu_seconds(bare.pid) - cpu0) / elapsed, 1),
+            'cpu_percent_sim_robot': round(100.0 * (cpu_seconds(sim.pid) - sim0) / elapsed, 1),
+        }
+    finally:
+        stop(bare)
+        stop(sim)
+        log.close()
 
 
 def summarize(stats, cpu, policy, steps, args, tick_source):
@@ -174,6 +209,7 @@ def summarize(stats, cpu, policy, steps, args, tick_source):
         'inference_p99_ms': result['inference_ms']['p99'],
     }
     result['goals_met'] = {k: figures[k] < GOALS_MS[k] for k in GOALS_MS}
+    result['goals_met']['cpu_percent'] = result['cpu_percent_policy_node'] <= CPU_GOAL_PERCENT
     return result
 
 
@@ -210,11 +246,17 @@ def main(argv=None):
     for tick_source in ('joint_states', 'timer'):  # the second is the baseline
         with tempfile.TemporaryDirectory(prefix='loco_bench_') as work:
             runs[tick_source] = run(args, work, tick_source)
+    bare = {}
+    for executor_name in ('single_threaded', 'events'):  # what any node pays for the stream
+        with tempfile.TemporaryDirectory(prefix='loco_bench_') as work:
+            bare[executor_name] = bare_cpu(args, work, executor_name)
     result = dict(runs['joint_states'])
+    result['baseline_bare_subscriber'] = bare
     result['baseline_timer'] = {
         key: runs['timer'][key]
         for key in ('loop_rate_hz', 'jitter_ms', 'latency_state_to_command_ms', 'inference_ms',
-                    'compute_tick_to_publish_ms', 'cpu_percent_policy_node', 'goals_met')
+                    'compute_tick_to_publish_ms', 'cpu_percent_policy_node',
+                    'cpu_percent_sim_robot', 'goals_met')
     }  # fmt: skip
     for key in (
         'loop_rate_hz',
@@ -223,11 +265,14 @@ def main(argv=None):
         'inference_ms',
         'compute_tick_to_publish_ms',
         'cpu_percent_policy_node',
+        'cpu_percent_sim_robot',
         'goals_met',
     ):
         print(f'{key:30} {result[key]}')
         if key in result['baseline_timer']:
             print(f'{"  baseline (timer)":30} {result["baseline_timer"][key]}')
+    for name, figures in bare.items():
+        print(f'{"bare subscriber, " + name:30} {figures}')
     print(json.dumps(result))
     return 0
 
