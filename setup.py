@@ -25,13 +25,16 @@ setup(
     name=PACKAGE,
     version='0.1.0',
     packages=find_packages(include=['loco_policy', 'loco_policy.*', 'loco_train', 'loco_train.*']),
-    package_data={'loco_policy': ['description/*.xml', 'policies/*.onnx']},
+    package_data={'loco_policy': ['description/*.xml', 'description/*.urdf', 'policies/*.onnx']},
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
         ('share/' + PACKAGE, ['package.xml']),
         ('share/' + PACKAGE + '/launch', share('launch/*.launch.py')),
         ('share/' + PACKAGE + '/config', share('config/*')),
-        ('share/' + PACKAGE + '/description', share('loco_policy/description/*.xml')),
+        (
+            'share/' + PACKAGE + '/description',
+            share('loco_policy/description/*.xml', 'loco_policy/description/*.urdf'),
+        ),
         ('share/' + PACKAGE + '/policies', share('loco_policy/policies/*.onnx')),
     ],
     # Dependencies are pinned in requirements/*.txt, installed by the Makefile (or rosdep on a
@@ -49,10 +52,12 @@ setup(
         'console_scripts': [
             'loco-train = loco_train.cli:main',
             'loco-launch = loco_policy.bringup.launcher:main',
+            'loco-bag-recover = loco_policy.tools.bag_recover:main',
             'policy_node = loco_policy.nodes.policy_node:main',
             'sim_robot = loco_policy.nodes.sim_robot:main',
             'recorder = loco_policy.nodes.recorder:main',
             'command_source = loco_policy.nodes.command_source:main',
+            'robot_description = loco_policy.nodes.robot_description:main',
         ],
     },
 )

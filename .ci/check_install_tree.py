@@ -16,6 +16,8 @@ def main(prefix):
         'share/loco_policy/package.xml',
         'share/ament_index/resource_index/packages/loco_policy',
         'share/loco_policy/description/anymal_c.xml',
+        'share/loco_policy/description/anymal_c.urdf',
+        'share/loco_policy/config/robot_description.yaml',
     ]
     for path in required:
         if not os.path.exists(os.path.join(prefix, path)):

@@ -24,9 +24,24 @@ def test_arguments_select_nodes_and_parameters():
         ['use_sim:=false', 'policy:=', 'record:=true', 'bag:=/tmp/b', 'command:=demo']
     )
     nodes = launch_graph.node_graph(args)
-    assert names(nodes) == ['policy_node', 'recorder', 'command_source']
-    assert nodes[0].overrides == {'policy': ''} and nodes[1].overrides == {'output': '/tmp/b'}
-    assert nodes[2].overrides['schedule'].startswith('stand:4:0,0,0;forward:8:0.6,0,0')
+    assert names(nodes) == ['robot_description', 'policy_node', 'recorder', 'command_source']
+    assert nodes[1].overrides == {'policy': ''} and nodes[2].overrides == {'output': '/tmp/b'}
+    assert nodes[3].overrides['schedule'].startswith('stand:4:0,0,0;forward:8:0.6,0,0')
+
+
+def test_one_description_publisher_in_every_graph():
+    def graph(*argv):
+        nodes = launch_graph.node_graph(launch_graph.parse_args(list(argv)))
+        return {n.name: n.overrides for n in nodes}
+
+    assert 'robot_description' not in graph()  # sim_robot publishes it
+    assert 'robot_description' in graph('use_sim:=false')  # the robot PC
+    assert 'robot_description' not in graph('use_sim:=false', 'description:=false')
+    both = graph('description:=true')
+    assert both['sim_robot'] == {'backend': 'mujoco', 'publish_description': False}
+    assert both['robot_description'] == {}
+    with pytest.raises(ValueError, match='auto, true or false'):
+        graph('description:=maybe')
 
 
 def test_bad_arguments_are_named():

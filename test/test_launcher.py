@@ -94,7 +94,7 @@ def test_a_failing_node_stops_the_graph_with_its_exit_code(request, tmp_path):
     assert code != 0 and re.search(r'\[loco-launch\] \w+ exited with code', text), text
     assert 'stopped: exit codes' in text
     pids = [int(p) for p in re.findall(r'started \w+ \(pid (\d+)\)', text)]
-    assert len(pids) == 2 and not any(alive(pid) for pid in pids)
+    assert len(pids) == 3 and not any(alive(pid) for pid in pids)  # + robot_description
 
 
 def test_command_lines_use_the_config_and_quote_parameters():

@@ -3,6 +3,8 @@
 Arguments (``name:=value``), all strings as on a ``ros2 launch`` command line:
 
     use_sim     true | false   start sim_robot (the simulated robot) — default true
+    description auto | true | false   start robot_description (URDF + TF without sim_robot);
+                               auto: when use_sim is false (on the robot PC)
     backend     mujoco | warp  sim_robot's simulator — default mujoco
     policy      PATH | '' | shipped   policy file; '' runs without one (WALK refused)
     record      true | false   start the recorder — default false
@@ -21,6 +23,10 @@ PACKAGE = 'loco_policy'
 
 ARGUMENTS = {
     'use_sim': ('true', 'start sim_robot, the simulated ANYmal'),
+    'description': (
+        'auto',
+        'publish /robot_description (and /tf) without sim_robot: auto = when use_sim is false',
+    ),
     'backend': ('mujoco', "sim_robot's simulator: mujoco or warp"),
     'policy': ('shipped', "policy file path; '' for none; shipped = the package's file"),
     'record': ('false', 'start the recorder (rosbag2 MCAP)'),
@@ -101,8 +107,23 @@ def node_graph(args, config=None):
 
     if args['backend'] not in ('mujoco', 'warp'):
         raise ValueError(f'argument backend:={args["backend"]} must be mujoco or warp')
-    if flag(args, 'use_sim'):
-        add('sim_robot', backend=args['backend'])
+    use_sim = flag(args, 'use_sim')
+    if str(args['description']).lower() == 'auto':
+        describe = not use_sim
+    elif str(args['description']).lower() in TRUE + FALSE:
+        describe = flag(args, 'description')
+    else:
+        raise ValueError(
+            f'argument description:={args["description"]} must be auto, true or false'
+        )
+    if use_sim:  # one publisher of the description: robot_description when it runs
+        add(
+            'sim_robot',
+            backend=args['backend'],
+            **({'publish_description': False} if describe else {}),
+        )
+    if describe:
+        add('robot_description')
     policy = {} if args['policy'] == 'shipped' else {'policy': args['policy']}
     if args['stats_file']:
         policy['stats_file'] = args['stats_file']

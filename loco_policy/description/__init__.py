@@ -1,4 +1,8 @@
-"""The robot description (MJCF) shipped with the package and its MuJoCo loader."""
+"""The robot description shipped with the package: the MJCF, its MuJoCo loader, and its URDF.
+
+The MJCF (anymal_c.xml) is the one description; anymal_c.urdf is generated from it
+(loco_policy.description.urdf) for ROS tools: /robot_description, TF, Foxglove, RViz.
+"""
 
 import os
 
@@ -8,6 +12,9 @@ from loco_policy import spec
 
 DESCRIPTION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'anymal_c.xml')
 """Absolute path of the ANYmal C description inside the installed package."""
+
+URDF_FILE = os.path.join(os.path.dirname(DESCRIPTION_FILE), 'anymal_c.urdf')
+"""Absolute path of the URDF generated from DESCRIPTION_FILE (committed, installed with it)."""
 
 
 def load_model(path=DESCRIPTION_FILE):
@@ -48,3 +55,19 @@ def default_qpos():
     qpos[3] = 1.0
     qpos[7:] = spec.DEFAULT_JOINT_POS
     return qpos
+
+
+def urdf_path():
+    """Absolute path of the package's URDF; raise FileNotFoundError when it is not installed."""
+    if not os.path.isfile(URDF_FILE):
+        raise FileNotFoundError(
+            f'robot description: {URDF_FILE} is missing; regenerate it with '
+            'python -m loco_policy.description.urdf -o ' + URDF_FILE
+        )
+    return URDF_FILE
+
+
+def load_urdf(path=None):
+    """Return the URDF text (the /robot_description contents) of the package or of path."""
+    with open(path or urdf_path()) as handle:
+        return handle.read()

@@ -11,9 +11,12 @@ import sys
 import time
 
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 
+from loco_policy.description import load_urdf
 from loco_policy.nodes import run_node
+from loco_policy.tools.bag_tf import BagTf, derived_topics, SOURCES
 from loco_policy.tools.bag_writer import SplitBagWriter
 
 DEFAULT_TYPES = {
@@ -25,10 +28,22 @@ DEFAULT_TYPES = {
     '/policy/status': 'std_msgs/msg/String',
     '/diagnostics': 'diagnostic_msgs/msg/DiagnosticArray',
     '/replay/transitions': 'std_msgs/msg/Float32MultiArray',
+    '/robot_description': 'std_msgs/msg/String',
+    '/tf': 'tf2_msgs/msg/TFMessage',
+    '/tf_static': 'tf2_msgs/msg/TFMessage',
 }
 """Message type of each topic the recorder knows; others are given as 'topic:pkg/msg/Type'."""
 
-DEFAULT_TOPICS = ['/joint_states', '/imu', '/odom', '/cmd_vel', '/joint_command']
+DEFAULT_TOPICS = [
+    '/joint_states', '/imu', '/odom', '/cmd_vel', '/joint_command',
+    '/robot_description', '/tf', '/tf_static',
+]  # fmt: skip
+
+LATCHED_TOPICS = ('/robot_description', '/tf_static')
+"""Topics published transient local: subscribed so, and repeated at the start of every split.
+
+Where tf2_msgs is not importable, /tf and /tf_static are computed (loco_policy.tools.bag_tf) from
+/joint_states, /odom and /robot_description instead of subscribed."""
 
 
 def message_class(msgtype):
@@ -64,23 +79,54 @@ class Recorder(Node):
             output, int(float(get('split_size_mb')) * 2**20), float(get('split_duration'))
         )
         self.counts = {}
+        entries = [parse_topic(entry) for entry in get('topics')]
+        derived = derived_topics([topic for topic, _ in entries])
+        self.tf = BagTf(load_urdf(), self.writer.typestore, derived) if derived else None
+        self.latched, self.split = {}, None  # topic -> its last message (CDR); open split
         qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
-        for entry in get('topics'):
-            topic, msgtype = parse_topic(entry)
+        latched = QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )  # fmt: skip
+        for topic, msgtype in entries:
             self.writer.add_topic(topic, msgtype)
+            if topic in derived:
+                continue  # tf2_msgs is not importable: computed from the robot's state
             self.create_subscription(
-                message_class(msgtype), topic, self._callback(topic), qos, raw=True
-            )
+                message_class(msgtype), topic, self._callback(topic, msgtype),
+                latched if topic in LATCHED_TOPICS else qos, raw=True,
+            )  # fmt: skip
+        if derived:
+            self.get_logger().info(f'{derived} computed from {SOURCES} (tf2_msgs not importable)')
         self.get_logger().info(f'recording {list(self.writer.topics)} to {self.writer.root}')
 
-    def _callback(self, topic):
+    def _callback(self, topic, msgtype):
         """Return the raw-message callback of one topic."""
+        decode = message_class(msgtype) if self.tf is not None and topic in SOURCES else None
 
         def write(data):
-            self.writer.write(topic, self.get_clock().now().nanoseconds, data)
-            self.counts[topic] = self.counts.get(topic, 0) + 1
+            stamp = self.get_clock().now().nanoseconds
+            self._write(topic, stamp, data)
+            if decode is not None:
+                for derived, payload in self.tf.feed(topic, deserialize_message(data, decode)):
+                    self._write(derived, stamp, payload)
+                if self.tf.error:
+                    self.get_logger().error(self.tf.error, throttle_duration_sec=5.0)
 
         return write
+
+    def _write(self, topic, stamp, data):
+        """Write one message; the split it opens first gets the latched topics' last ones."""
+        self.writer.write(topic, stamp, data)
+        self.counts[topic] = self.counts.get(topic, 0) + 1
+        if topic in LATCHED_TOPICS:
+            self.latched[topic] = data
+        if self.writer.path != self.split:  # this message opened a split
+            self.split = self.writer.path
+            for other, payload in self.latched.items():
+                if other != topic:
+                    self.writer.write(other, stamp, payload)
+                    self.counts[other] += 1
 
     def close(self):
         """Close the open split and log what was written."""

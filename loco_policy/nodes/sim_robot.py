@@ -4,7 +4,8 @@ Consumes /joint_command (loco_policy.control.joint_command contract), applies th
 every physics step of the chosen backend (sim_backends: mujoco or warp) and publishes
 /joint_states, /imu and /odom at publish_rate. Before the first command the robot holds the default
 pose (as on its hoist); without commands for command_timeout it only damps. Service ~/reset
-(Trigger).
+(Trigger). With publish_description it latches the URDF on /robot_description and, where tf2_msgs
+is importable, publishes /tf (odom -> base and the joints) with the sensors (robot_tf).
 """
 
 from collections import deque
@@ -17,7 +18,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger
 
-from loco_policy import spec
+from loco_policy import description, spec
 from loco_policy.control import joint_command
 from loco_policy.control.realtime import (
     hold_cpu_dma_latency,
@@ -26,6 +27,7 @@ from loco_policy.control.realtime import (
 )
 from loco_policy.control.tick_schedule import grid_publish_time
 from loco_policy.nodes import any_type, run_node, steady_clock
+from loco_policy.nodes.robot_tf import RobotTf
 from loco_policy.sim.backends import make_backend, Perturbation, SimBackendError
 
 MAX_CATCH_UP_STEPS = 20
@@ -50,6 +52,7 @@ class SimRobot(Node):
         self.declare_parameter('publish_lead', 0.001, any_type())  # s woken before publishing
         self.declare_parameter('cpu_affinity', '', any_type())  # e.g. '0': pin the node to CPU 0
         self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
+        self.declare_parameter('publish_description', True)  # /robot_description (+ /tf)
         get = lambda name: self.get_parameter(name).value  # noqa: E731
         self.get_logger().info(set_realtime_priority(int(get('realtime_priority'))))
         self.get_logger().info(hold_cpu_dma_latency(int(get('cpu_dma_latency'))))
@@ -71,6 +74,10 @@ class SimRobot(Node):
         self.odom_pub = self.create_publisher(Odometry, '/odom', 10)
         self.create_subscription(JointState, '/joint_command', self.on_command, 10)
         self.create_service(Trigger, '~/reset', self.on_reset)
+        self.robot_tf = None
+        if bool(get('publish_description')):
+            stamp = self.get_clock().now().to_msg()
+            self.robot_tf = RobotTf(self, description.load_urdf(), stamp)
         self.start_wall, self.steps = time.monotonic(), 0
         self.timer_origin = time.monotonic()
         self.create_timer(self.period, self.on_tick, clock=steady_clock())  # as timer_origin
@@ -175,11 +182,15 @@ class SimRobot(Node):
         self.joint_pub.publish(joints)
         self.imu_pub.publish(imu)
         self.odom_pub.publish(odom)
+        if self.robot_tf is not None and self.robot_tf.live:  # after the sensors: off their clock
+            positions = dict(zip(spec.JOINT_NAMES, state.q.tolist()))
+            self.robot_tf.publish(stamp, positions, (state.base_pos, state.base_quat))
 
 
 def main(args=None):
     """Run sim_robot until Ctrl-C or SIGTERM; exit 2 with the reason when the backend fails."""
-    return run_node('sim_robot', SimRobot, refused=(SimBackendError, ValueError), args=args)
+    refused = (SimBackendError, ValueError, OSError)  # OSError: the URDF is not installed
+    return run_node('sim_robot', SimRobot, refused=refused, args=args)
 
 
 if __name__ == '__main__':
