@@ -25,6 +25,7 @@ COMMANDS = {
         'SHAC against PPO: env steps to 90 % of PPO return',
     ),
     'bench': ('loco_train.bench', 'run a benchmark; prints one JSON object as its last line'),
+    'bag-recover': ('loco_policy.tools.bag_recover', 'repair the MCAP splits a killed run left'),
 }
 
 MISSING_MODULE = 2

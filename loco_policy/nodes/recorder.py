@@ -1,8 +1,12 @@
 """recorder: the robot and command topics to rosbag2 MCAP splits via rosbags (thin rclpy node).
 
 Subscribes each topic of the `topics` parameter with raw (serialized CDR) delivery and writes the
-bytes unchanged through loco_policy.tools.bag_writer, splitting by size or duration. On Ctrl-C or
-SIGTERM the open split is closed; on SIGKILL only that split is lost.
+bytes unchanged through loco_policy.tools.bag_writer, splitting by size or duration. Every
+`flush_period` seconds (on message arrival, and from a steady-clock timer when none arrive) the
+open split is flushed: on disk it is then the bag that closing it would leave. On Ctrl-C or
+SIGTERM the open split is closed; on SIGKILL or a power cut every split stays readable and
+loses only what arrived after the last flush. At start the recorder repairs
+(loco_policy.tools.bag_recover) the last split of its output if a killed run left it torn.
 """
 
 import importlib
@@ -15,7 +19,8 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 
 from loco_policy.description import load_urdf
-from loco_policy.nodes import run_node
+from loco_policy.nodes import any_type, run_node, steady_clock
+from loco_policy.tools.bag_recover import describe, recover_tree
 from loco_policy.tools.bag_tf import BagTf, derived_topics, SOURCES
 from loco_policy.tools.bag_writer import SplitBagWriter
 
@@ -73,11 +78,22 @@ class Recorder(Node):
         self.declare_parameter('output', '')  # bag root directory; '' = bags/<date-time>
         self.declare_parameter('split_size_mb', 64.0)  # MiB per split (<= 0: unlimited)
         self.declare_parameter('split_duration', 60.0)  # s per split (<= 0: unlimited)
+        # s between flushes to disk, the most a crash loses (<= 0: only when a split closes)
+        self.declare_parameter('flush_period', 1.0, any_type())
         get = lambda name: self.get_parameter(name).value  # noqa: E731
         output = get('output') or os.path.join('bags', time.strftime('anymal_%Y%m%d_%H%M%S'))
+        if os.path.isdir(output):
+            for report in recover_tree(output, last_only=True):  # what a killed run left open
+                if report['action'] != 'complete':
+                    self.get_logger().warn(f'bag-recover {describe(report)}')
+        flush_period = float(get('flush_period'))
         self.writer = SplitBagWriter(
-            output, int(float(get('split_size_mb')) * 2**20), float(get('split_duration'))
-        )
+            output, int(float(get('split_size_mb')) * 2**20), float(get('split_duration')),
+            flush_period,
+        )  # fmt: skip
+        if flush_period > 0:
+            # a quarter period: with no message arriving, data waits at most 1.25 periods
+            self.create_timer(flush_period / 4, self.writer.flush_if_due, clock=steady_clock())
         self.counts = {}
         entries = [parse_topic(entry) for entry in get('topics')]
         derived = derived_topics([topic for topic, _ in entries])
