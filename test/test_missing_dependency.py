@@ -115,3 +115,10 @@ def test_a_node_without_its_simulator_says_install_sim():
     assert lines == [result.stderr.strip().splitlines()[-1]], output  # one line, the last
     assert lines[0].startswith("sim_robot: the Python module 'mujoco' is missing")
     assert 'pip install -r requirements/sim.txt' in lines[0]
+
+
+def test_the_recorder_without_rosbags_says_install_tools():
+    # the recorder imports its bag modules before it creates the node: nothing starts
+    result = run_hidden(('rosbags',), 'loco_policy.nodes.recorder:main', ['recorder'], 'rosbags')
+    assert_one_line(result, 'rosbags', 'tools')
+    assert result.stderr.startswith('recorder:')

@@ -20,9 +20,7 @@ from rclpy.serialization import deserialize_message
 
 from loco_policy.description import load_urdf
 from loco_policy.nodes import any_type, run_node, steady_clock
-from loco_policy.tools.bag_recover import describe, recover_tree
 from loco_policy.tools.bag_tf import BagTf, derived_topics, SOURCES
-from loco_policy.tools.bag_writer import SplitBagWriter
 
 DEFAULT_TYPES = {
     '/joint_states': 'sensor_msgs/msg/JointState',
@@ -73,6 +71,10 @@ class Recorder(Node):
 
     def __init__(self):
         """Declare parameters, open the bag root and subscribe."""
+        # rosbags (tools group) imported here: run_node names the group when it is missing
+        from loco_policy.tools.bag_recover import describe, recover_tree
+        from loco_policy.tools.bag_writer import SplitBagWriter
+
         super().__init__('recorder')
         self.declare_parameter('topics', DEFAULT_TOPICS)
         self.declare_parameter('output', '')  # bag root directory; '' = bags/<date-time>
