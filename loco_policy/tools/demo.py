@@ -6,7 +6,8 @@ with a policy file calls start again (STAND -> WALK) and drives the command sche
 forward, turn, sideways, stop) on /cmd_vel. Without a policy file it says so and only stands.
 Prints a table, writes a PNG of commanded versus measured velocity (loco_policy.tools.plots) and
 ends with one JSON line. Exits 1 when the robot falls or the loop misses its rate, 2 (one line
-naming the requirement group) when a module it needs is not installed.
+naming the requirement group) when a module it needs is not installed. With --video FILE.mp4
+the recorded bag is rendered afterwards (loco_policy.tools.video.render_bag).
 """
 
 import argparse
@@ -335,6 +336,7 @@ def main(argv=None):
     parser.add_argument('--stand-only', type=float, default=8.0, help='s to hold without policy')
     parser.add_argument('--backend', choices=('mujoco', 'warp'), default='mujoco')
     parser.add_argument('--startup-timeout', type=float, default=60.0, help='s for the stack')
+    parser.add_argument('--video', default='', help='MP4 rendered from the bag after the run')
     args = parser.parse_args(argv)
     missing = missing_dependency.check(NEEDS, 'demo', prefer=('sim', 'tools'))
     if missing:
@@ -345,6 +347,14 @@ def main(argv=None):
     except RuntimeError as error:
         print(f'demo failed: {error}')
         code, result = 1, {'demo': 'deploy_stack_sim', 'error': str(error)}
+    if args.video and result.get('bag'):
+        from loco_policy.tools import video  # mujoco and imageio: only when asked
+
+        try:  # the recorded bag, posed in MuJoCo: /cmd_vel against the /odom twist
+            result['video'] = video.render_bag(result['bag'], args.video)
+        except (ValueError, ModuleNotFoundError, video.VideoUnavailable) as error:
+            print(f'video failed: {error}')
+            code, result['video'] = code or 1, {'error': str(error)}
     print(json.dumps(result))
     return code
 

@@ -5,10 +5,13 @@ action clipping, target rate limit, onnxruntime on the spec's observation at 50 
 commands held over the physics substeps of a loco_policy.sim.backends backend (MuJoCo, the
 independent simulator, or the project's Warp simulator). Seeds vary the sensor noise. Reports
 the mean absolute tracking error per segment (after a settling time), falls, and writes a PNG
-of commanded versus measured velocity. The last printed line is one JSON object.
+of commanded versus measured velocity and, with --video, an MP4 of the first seed's rollout
+(loco_policy.tools.video: MuJoCo's offscreen renderer on the backend's state, so a Warp rollout is
+drawn by MuJoCo from the Warp qpos). The last printed line is one JSON object.
 """
 
-from dataclasses import dataclass
+import argparse
+from dataclasses import dataclass, replace
 import json
 import os
 import sys
@@ -18,6 +21,13 @@ import numpy as np
 from loco_policy import spec
 from loco_policy.control.controller import Controller, ControllerConfig
 from loco_policy.control.safety import Mode
+from loco_policy.tools.video import (
+    parse_size,
+    RolloutVideo,
+    state_qpos,
+    VideoSettings,
+    VideoUnavailable,
+)
 from loco_policy.transition import REWARD_TERMS
 
 SCHEDULE = (
@@ -87,12 +97,13 @@ def _control_tick(ctrl, backend, rng, config, t, command=None):
     return tick
 
 
-def run_episode(policy, backend, config, seed):
+def run_episode(policy, backend, config, seed, video=None):
     """Run the schedule once through the deployment Controller; return traces and falls.
 
     The robot is stood up exactly as on hardware (PASSIVE -> STAND -> WALK through the safety
     state machine), then the schedule runs in WALK with the controller's action clipping and
-    target rate limit. Leaving WALK (a fault) counts as a fall.
+    target rate limit. Leaving WALK (a fault) counts as a fall. video (a RolloutVideo or None)
+    is offered the state after every schedule tick; it only reads it.
     """
     rng = np.random.default_rng(seed)
     backend.reset()
@@ -122,6 +133,9 @@ def run_episode(policy, backend, config, seed):
         trace['lin_vel'].append(state.base_lin_vel[:2].copy())
         trace['ang_vel'].append(float(state.base_ang_vel[2]))
         trace['height'].append(float(state.base_pos[2]))
+        if video is not None:
+            measured = (*state.base_lin_vel[:2], state.base_ang_vel[2])
+            video.add(trace['t'][-1], state_qpos(state), command, measured, SCHEDULE[segment][0])
         fallen = state.base_pos[2] < config.fall_height or tilt(state.base_quat) > config.fall_tilt
         if fallen or ctrl.fsm.mode is not Mode.WALK:
             fell = True
@@ -171,16 +185,24 @@ def plot(trace, path, title):
     plt.close(fig)
 
 
-def evaluate(policy_path, config, plot_path=None):
-    """Evaluate a policy file over config.seeds episodes; return the summary dict."""
+def evaluate(policy_path, config, plot_path=None, video=None):
+    """Evaluate a policy file over config.seeds episodes; return the summary dict.
+
+    video (a loco_policy.tools.video.VideoSettings or None): render the first seed's rollout.
+    """
     from loco_policy.policy_file import OnnxPolicy
     from loco_policy.sim.backends import make_backend
 
     policy = OnnxPolicy(policy_path)
     backend = make_backend(config.sim)
-    per_seed, falls, first, terms = [], 0, None, []
+    recorder = _open_video(video, policy_path, config) if video else None
+    per_seed, falls, first, terms, video_summary = [], 0, None, [], None
     for seed in range(config.seeds):
-        trace = run_episode(policy, backend, config, seed)
+        try:
+            trace = run_episode(policy, backend, config, seed, recorder if seed == 0 else None)
+        finally:
+            if recorder is not None and seed == 0:
+                video_summary = recorder.close()
         first = trace if first is None else first
         falls += int(trace['fell'])
         per_seed.append(segment_errors(trace))
@@ -212,20 +234,50 @@ def evaluate(policy_path, config, plot_path=None):
             name: float(value) for name, value in zip(REWARD_TERMS, np.nanmean(terms, axis=0))
         },
         'plot': os.path.abspath(plot_path) if plot_path else None,
+        'video': video_summary,
     }
 
 
+def _open_video(settings, policy_path, config):
+    """A RolloutVideo of settings, captioned with the policy file, simulator and seed."""
+    sim = {'mujoco': 'MuJoCo', 'warp': 'Warp'}[config.sim]  # both drawn by MuJoCo
+    caption = settings.caption or f'{os.path.basename(policy_path)} in {sim}, seed 0'
+    return RolloutVideo(replace(settings, caption=caption))
+
+
 def add_arguments(parser):
-    """`loco-train eval FILE [--sim mujoco|warp] [--seeds N] [--plot PNG]`."""
+    """`loco-train eval FILE [--sim mujoco|warp] [--seeds N] [--plot PNG] [--video MP4]`."""
     parser.add_argument('policy', help='ONNX policy file')
     parser.add_argument('--sim', default='mujoco', choices=('mujoco', 'warp'))
     parser.add_argument('--seeds', type=int, default=10)
     parser.add_argument('--plot', default='', help='PNG of command vs measured (seed 0)')
+    parser.add_argument('--video', default='', help='MP4 of the rollout (seed 0)')
+    parser.add_argument('--video-fps', type=float, default=25.0, help='video frames per s')
+    parser.add_argument('--video-size', default='640x480', help='video WIDTHxHEIGHT (pixels)')
+    parser.add_argument(
+        '--video-shadows', action=argparse.BooleanOptionalAction, default=None,
+        help='draw shadows in the video (default: only on a hardware GL)',
+    )  # fmt: skip
 
 
 def run(args):
     """Evaluate, print a table and one JSON line; exit 1 on any fall."""
-    summary = evaluate(args.policy, EvalConfig(sim=args.sim, seeds=args.seeds), args.plot or None)
+    video = None
+    if args.video:
+        try:
+            width, height = parse_size(args.video_size)
+            video = VideoSettings(
+                args.video, args.video_fps, width, height, shadows=args.video_shadows
+            )
+        except ValueError as error:
+            print(f'loco-train eval: {error}', file=sys.stderr)
+            return 2
+    config = EvalConfig(sim=args.sim, seeds=args.seeds)
+    try:
+        summary = evaluate(args.policy, config, args.plot or None, video)
+    except VideoUnavailable as error:  # only raised when a video was asked for
+        print(f'loco-train eval: {error}', file=sys.stderr)
+        return 1
     print(f'{"segment":<14}{"lin err m/s":>12}{"yaw err rad/s":>15}')
     for name, errors in summary['segments'].items():
         lin = 'n/a' if errors['lin_err'] is None else f'{errors["lin_err"]:.3f}'
