@@ -10,6 +10,8 @@ def isolated_ros_env(test_name, base=None):
     # Domain ids base..base+49 (base 100 unless LOCO_TEST_DOMAIN_BASE says otherwise, so that two
     # suites can share a machine): stable per test name, distinct from the default domain 0.
     base_id = int(os.environ.get('LOCO_TEST_DOMAIN_BASE', '100'))
+    if not 0 <= base_id <= 232 - 49:  # Fast DDS derives ports from the id: 232 is its last
+        raise ValueError(f'LOCO_TEST_DOMAIN_BASE {base_id} must be in [0, 183]')
     env['ROS_DOMAIN_ID'] = str(base_id + zlib.crc32(test_name.encode()) % 50)
     env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     env['RMW_IMPLEMENTATION'] = 'rmw_fastrtps_cpp'
