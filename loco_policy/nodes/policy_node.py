@@ -16,13 +16,12 @@ from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
-from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float32MultiArray, Float64MultiArray, MultiArrayDimension, String
 from std_srvs.srv import Trigger
 
 from loco_policy import spec, transition
-from loco_policy.control import joint_command
+from loco_policy.control import cdr, joint_command
 from loco_policy.control.controller import Controller, ControllerConfig
 from loco_policy.control.loop_stats import LoopStats
 from loco_policy.control.position_group import group_order, group_positions
@@ -227,23 +226,21 @@ class PolicyNode(Node):
         """Deserialize and validate the newest message of each input (at a tick, not per message).
 
         The robot's inputs come at 200 Hz or more and the loop uses only the newest of each, so
-        they are kept serialized and parsed here: a rejected input is reported as on arrival and
-        leaves the watchdog fed with its last valid arrival time.
+        they are kept serialized and read here (control/cdr.py: only the fields used, no message
+        objects): a rejected input is reported as on arrival and leaves the watchdog fed with its
+        last valid arrival time.
         """
         pending, self.pending = self.pending, {}
         for name, (raw, arrived) in pending.items():
-            if name == 'joint_states':
-                m = deserialize_message(raw, JointState)
-                error = self.controller.on_joint_state(
-                    m.name, m.position, m.velocity, m.effort, arrived
-                )
-            elif name == 'imu':
-                m = deserialize_message(raw, Imu)
-                o, w = m.orientation, m.angular_velocity
-                error = self.controller.on_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z), arrived)
-            else:
-                v = deserialize_message(raw, Odometry).twist.twist.linear
-                error = self.controller.on_odom((v.x, v.y, v.z), arrived)
+            try:
+                if name == 'joint_states':
+                    error = self.controller.on_joint_state(*cdr.joint_state(raw), arrived)
+                elif name == 'imu':
+                    error = self.controller.on_imu(*cdr.imu(raw), arrived)
+                else:
+                    error = self.controller.on_odom(cdr.odometry_linear_velocity(raw), arrived)
+            except cdr.CdrError as bad:
+                error = f'/{name} rejected: malformed message ({bad})'
             self._log_rejection(error)
 
     def on_cmd_vel(self, msg):
