@@ -89,6 +89,7 @@ class PolicyNode(Node):
         self.declare_parameter('cpu_affinity', '', any_type())  # e.g. '1': pin the node to CPU 1
         self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
         self.declare_parameter('warm_lead', 0.001, any_type())  # s warmed before a tick; 0: off
+        self.declare_parameter('warm_poll', False)  # poll without blocking after a warm-up
         self.declare_parameter('executor', EXECUTORS[0])  # rclpy executor spinning the node
         self.declare_parameter('position_group_topic', '')  # ros2_control output; '' = off
         self.declare_parameter('position_group_joints', list(spec.JOINT_NAMES))  # its order
@@ -104,6 +105,7 @@ class PolicyNode(Node):
             'cpu_affinity',
             'cpu_dma_latency',
             'warm_lead',
+            'warm_poll',
             'executor',
             'position_group_topic',
             'position_group_joints',
@@ -118,6 +120,7 @@ class PolicyNode(Node):
         self.group_topic = str(p['position_group_topic'])
         self.group_order = group_order(p['position_group_joints'])  # ValueError: refused
         self.warm_lead = float(p['warm_lead'])
+        self.warm_poll = bool(p['warm_poll']) and int(p['realtime_priority']) <= 0
         if not 0.0 <= self.warm_lead < 0.5 * spec.CONTROL_DT:  # also refuses NaN
             raise ValueError(f'warm_lead {self.warm_lead} s must be in [0, {spec.CONTROL_DT / 2})')
         self.schedule = TickSchedule(spec.CONTROL_DT)
@@ -441,7 +444,7 @@ def main(args=None):
         on_exit=lambda node: node.write_stats(),
         args=args,
         spin=lambda node: spin_warm(
-            node, node.warm_lead, busy=node.realtime_priority <= 0, executor=make_executor(node)
+            node, node.warm_lead, busy=node.warm_poll, executor=make_executor(node)
         ),
     )
 
