@@ -11,7 +11,13 @@ from loco_policy import description, spec
 from loco_policy.tools import bag_tf
 from loco_policy.tools.bag_writer import list_splits, TYPESTORE
 from test.helpers.bag_frames import check_tf, matrix, read, world_poses
-from test.helpers.deploy_fixtures import Probe, ros_env, start_node, stop_process
+from test.helpers.deploy_fixtures import (
+    Probe,
+    publish_damping,
+    ros_env,
+    start_node,
+    stop_process,
+)
 
 TYPES = get_typestore(TYPESTORE)
 
@@ -145,8 +151,6 @@ def test_recorded_sim_robot_bag_holds_description_and_moving_tf_in_every_split(r
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
 
-    from loco_policy.control import joint_command
-
     env = ros_env(request.node.name)
     probe = Probe(request.node.name)
     received = []
@@ -170,13 +174,7 @@ def test_recorded_sim_robot_bag_holds_description_and_moving_tf_in_every_split(r
         assert probe.spin_until(lambda: list_splits(str(bag)), 30.0), log_of(tmp_path)
         # damping only: the robot sinks, base and legs move
         pub = probe.node.create_publisher(JointState, '/joint_command', 10)
-        names, pos, vel, eff = joint_command.pack(
-            joint_command.damping(spec.DEFAULT_JOINT_POS, 2.0)
-        )
-        end = time.monotonic() + 1.5
-        while time.monotonic() < end:
-            pub.publish(JointState(name=names, position=pos, velocity=vel, effort=eff))
-            probe.spin(0.02)
+        publish_damping(probe, pub, 1.5)
         assert probe.spin_until(lambda: len(list_splits(str(bag))) >= 3, 30.0), log_of(tmp_path)
     finally:
         if recorder is not None:

@@ -7,7 +7,13 @@ import pytest
 
 from loco_policy import spec
 from loco_policy.control import joint_command
-from test.helpers.deploy_fixtures import Probe, ros_env, start_node, stop_process
+from test.helpers.deploy_fixtures import (
+    Probe,
+    publish_damping,
+    ros_env,
+    start_node,
+    stop_process,
+)
 
 pytestmark = pytest.mark.ros
 
@@ -40,13 +46,7 @@ def test_rejects_malformed_commands_and_resets(request, tmp_path):
         # held at the default pose: the malformed commands were not applied
         assert odom[-1].pose.pose.position.z > 0.4
         assert all(np.all(np.isfinite(s.position)) for s in states)
-        names, pos, vel, eff = joint_command.pack(
-            joint_command.damping(spec.DEFAULT_JOINT_POS, 2.0)
-        )
-        end = time.monotonic() + 1.5
-        while time.monotonic() < end:
-            pub.publish(JointState(name=names, position=pos, velocity=vel, effort=eff))
-            probe.spin(0.02)
+        publish_damping(probe, pub, 1.5)
         assert odom[-1].pose.pose.position.z < 0.3  # damping only: it sank
         assert probe.call('/sim_robot/reset') == (True, 'robot reset to the default pose')
         probe.spin(0.2)

@@ -29,7 +29,7 @@ from rosbags.rosbag2.storage_mcap import decompress, McapReader
 from rosbags.typesys import get_typestore
 from ruamel.yaml import YAML
 
-from loco_policy.tools.bag_writer import BAG_VERSION, MAGIC, TYPESTORE
+from loco_policy.tools.bag_writer import BAG_VERSION, fsync_path, MAGIC, TYPESTORE
 
 RECORD_NAMES = {
     0x01: 'header', 0x02: 'footer', 0x03: 'schema', 0x04: 'channel', 0x05: 'message',
@@ -293,7 +293,7 @@ def _rewrite(split, mcap, scan, info, typestore):
     new_mcap = staging / split.name / f'{split.name}.mcap'
     new_meta = staging / split.name / 'metadata.yaml'
     for path in (new_mcap, new_meta):
-        _fsync(path)
+        fsync_path(path)
     target = split / f'{split.name}.mcap'
     os.replace(new_mcap, target)
     os.replace(new_meta, split / 'metadata.yaml')
@@ -302,9 +302,9 @@ def _rewrite(split, mcap, scan, info, typestore):
     for leftover in (split / 'metadata.yaml.tmp',):
         if leftover.exists():
             leftover.unlink()
-    _fsync(split)
+    fsync_path(split)
     shutil.rmtree(staging, ignore_errors=True)
-    _fsync(split.parent)
+    fsync_path(split.parent)
     return {c.topic: writer.counts[c.id] for c in writer.connections}  # topic -> messages written
 
 
@@ -313,15 +313,6 @@ def _type_hash(typestore, msgtype):
     if msgtype not in typestore.types:
         raise ValueError(f'no type hash for {msgtype}: not in metadata.yaml nor the typestore')
     return typestore.hash_rihs01(msgtype)
-
-
-def _fsync(path):
-    """Flush a file or directory to disk (fsync) by path."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def recover_split(split, typestore=None, dry_run=False):

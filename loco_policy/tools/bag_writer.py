@@ -198,7 +198,7 @@ class SplitBagWriter:
         )  # what YAML dumps for the enclosing mapping; spares a second dump
         write_text_atomic(self.writer.metapath, text, self.fsync)
         if self.fsync and not self._on_disk:
-            _fsync_path(self.root)  # the split directory's name
+            fsync_path(self.root)  # the split directory's name
         self._pending, self._new_topic, self._on_disk = 0, False, True
         self.flushes += 1
         self.flush_seconds += time.perf_counter() - started
@@ -301,10 +301,10 @@ def write_text_atomic(path, text, fsync=True):
             os.fsync(handle.fileno())
     os.replace(tmp, path)
     if fsync:
-        _fsync_path(os.path.dirname(path))
+        fsync_path(os.path.dirname(path))
 
 
-def _fsync_path(path):
+def fsync_path(path):
     """Flush a file or directory (fsync) by path: a directory's new names survive a power cut."""
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -178,3 +178,19 @@ class Probe:
 def all_finite(commands):
     """True when every number of every recorded /joint_command is finite."""
     return all(np.all(np.isfinite(np.r_[c[2], c[3], c[4]])) for c in commands)
+
+
+def publish_damping(probe, publisher, seconds):
+    """Publish a damping-only /joint_command (kp 0, kd 2) every 20 ms for `seconds`."""
+    import time
+
+    from sensor_msgs.msg import JointState
+
+    from loco_policy import spec
+    from loco_policy.control import joint_command
+
+    names, pos, vel, eff = joint_command.pack(joint_command.damping(spec.DEFAULT_JOINT_POS, 2.0))
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        publisher.publish(JointState(name=names, position=pos, velocity=vel, effort=eff))
+        probe.spin(0.02)
