@@ -241,15 +241,21 @@ def session_options():
 class OnnxPolicy:
     """A checked policy file in an onnxruntime session: obs (48,) -> actions (12,)."""
 
-    def __init__(self, path, warmup=100):
-        """Load, verify the contract and weights digest, build the session and warm it up."""
+    def __init__(self, path, warmup=100, blob=None):
+        """Load, verify the contract and weights digest, build the session and warm it up.
+
+        blob: the file's bytes when already read (and verified) by the caller; path then only
+        names it.
+        """
         import onnxruntime as ort
 
         path = os.path.abspath(path)
-        if not os.path.isfile(path):
-            raise PolicyFileError(f'policy file {path} does not exist')
-        with open(path, 'rb') as handle:
-            blob = handle.read()
+        if blob is None:
+            if not os.path.isfile(path):
+                raise PolicyFileError(f'policy file {path} does not exist')
+            with open(path, 'rb') as handle:
+                blob = handle.read()
+        self.blob = bytes(blob)  # kept: a validator builds its own session from it
         try:
             self.session = ort.InferenceSession(
                 blob, sess_options=session_options(), providers=['CPUExecutionProvider']

@@ -203,6 +203,16 @@ class Controller:
         """Bookkeeping when DAMP is entered: the episode ends terminated."""
         self.ending = 'terminated'
 
+    def swap_policy(self, policy, version):
+        """Make `policy` (same contract, checked by the caller) the one the next step runs.
+
+        version: the policy version the transition rows carry from now on. Returns the previous
+        policy.
+        """
+        previous = self.policy
+        self.policy, self.policy_version, self.policy_error = policy, int(version), ''
+        return previous
+
     def stand_progress(self, now):
         """Fraction in [0, 1] of the STAND interpolation done (0 outside STAND)."""
         if self.fsm.mode is not Mode.STAND:

@@ -23,6 +23,7 @@ from std_srvs.srv import Trigger
 from loco_policy import spec, transition
 from loco_policy.control import cdr, joint_command
 from loco_policy.control.controller import Controller, ControllerConfig
+from loco_policy.control.hot_swap import PolicySwitch, SwapLimits
 from loco_policy.control.loop_stats import LoopStats
 from loco_policy.control.position_group import group_order, group_positions
 from loco_policy.control.realtime import (
@@ -91,6 +92,13 @@ class PolicyNode(Node):
         self.declare_parameter('warm_lead', 0.001, any_type())  # s warmed before a tick; 0: off
         self.declare_parameter('warm_poll', False)  # poll without blocking after a warm-up
         self.declare_parameter('executor', EXECUTORS[0])  # rclpy executor spinning the node
+        self.declare_parameter('update_key_file', '')  # HMAC key of /policy/update; '' = refuse
+        self.declare_parameter('max_action_deviation', 1.0)  # candidate vs active, max |da|
+        self.declare_parameter('max_mean_action_deviation', 0.3)  # mean |da|
+        self.declare_parameter('inference_budget', 0.002)  # s, a candidate's slowest inference
+        self.declare_parameter('validation_observations', 100)  # recent WALK observations
+        self.declare_parameter('rollback_window', 5.0)  # s after a swap watched for rollback
+        self.declare_parameter('rollback_reward_margin', 0.2)  # tracking reward per tick
         self.declare_parameter('position_group_topic', '')  # ros2_control output; '' = off
         self.declare_parameter('position_group_joints', list(spec.JOINT_NAMES))  # its order
         names = [
@@ -109,6 +117,13 @@ class PolicyNode(Node):
             'executor',
             'position_group_topic',
             'position_group_joints',
+            'update_key_file',
+            'max_action_deviation',
+            'max_mean_action_deviation',
+            'inference_budget',
+            'validation_observations',
+            'rollback_window',
+            'rollback_reward_margin',
         ]
         p = {n: self.get_parameter(n).value for n in names if self.has_parameter(n)}
         if p['tick_source'] not in TICK_SOURCES:
@@ -139,6 +154,21 @@ class PolicyNode(Node):
         else:
             self.get_logger().info(f'policy loaded: {json.dumps(policy.describe())}')
         self.controller = Controller(config, policy, reason)
+        limits = SwapLimits(
+            float(p['max_action_deviation']),
+            float(p['max_mean_action_deviation']),
+            float(p['inference_budget']),
+        )
+        self.switch = PolicySwitch(
+            policy,
+            str(p['update_key_file']),
+            limits,
+            float(p['rollback_window']),
+            float(p['rollback_reward_margin']),
+            int(p['validation_observations']),
+        )
+        if not p['update_key_file']:
+            self.get_logger().info('no update_key_file: /policy/update is refused')
         self.stats = LoopStats(spec.CONTROL_DT)
         self.stats_file = p['stats_file']
         self.batch, self.batch_size = [], max(1, int(p['transition_batch']))
@@ -148,6 +178,7 @@ class PolicyNode(Node):
         self.operating = False  # True from the first accepted start request
         self._create_interfaces(float(p['diagnostics_period']))
         self._last_status = None
+        self._swap_generation = 0
         self.publish_status(force=True)
         # last: every middleware thread exists now
         self.get_logger().info(set_cpu_affinity(str(p['cpu_affinity'])))
@@ -173,6 +204,9 @@ class PolicyNode(Node):
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         for name in ('start', 'stop', 'estop', 'reset'):
             self.create_service(Trigger, f'~/{name}', self._service(name))
+        self.create_service(Trigger, '~/rollback', self.on_rollback)
+        updates = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self.create_subscription(String, '/policy/update', self.on_update, updates)
         self.tick_timer = None
         if self.tick_on_state:  # ticks come with /joint_states; this timer covers their loss
             self.create_timer(spec.CONTROL_DT / 4, self.on_fallback_check)
@@ -245,6 +279,16 @@ class PolicyNode(Node):
             except cdr.CdrError as bad:
                 error = f'/{name} rejected: malformed message ({bad})'
             self._log_rejection(error)
+
+    def on_update(self, msg):
+        """Hand a /policy/update announcement to the validation thread (see control/hot_swap)."""
+        self.switch.submit(msg.data)
+
+    def on_rollback(self, request, response):
+        """~/rollback: the previous policy becomes active at the next tick."""
+        response.success, response.message = self.switch.request_rollback()
+        self._log('info' if response.success else 'warning', f'rollback: {response.message}')
+        return response
 
     def on_cmd_vel(self, msg):
         """Feed a /cmd_vel command to the controller (clipped to the command ranges)."""
@@ -327,9 +371,11 @@ class PolicyNode(Node):
         """Step the controller, publish command and transitions."""
         start = time.perf_counter()
         self._ingest()
+        swap_events = self.switch.at_tick(self.controller, time.monotonic())  # tick boundary
         self.schedule.ticked(time.monotonic())
         self.due = None
         self.stats.tick(time.monotonic())
+        mode_before = self.controller.fsm.mode.value
         tick = self.controller.step(time.monotonic(), defer_row=True)
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
@@ -351,6 +397,13 @@ class PolicyNode(Node):
         if tick.events:
             self.publish_status(force=True)
         row = self.controller.take_row()  # after the publish: off the latency path
+        faulted = self.controller.fsm.mode.value == 'DAMP' and mode_before != 'DAMP'
+        swap_events += self.switch.after_tick(self.controller, row, faulted, time.monotonic())
+        for level, text in swap_events:
+            self._log(level, text)
+        if swap_events or self.switch.generation != self._swap_generation:
+            self._swap_generation = self.switch.generation  # a rejection from the validator
+            self.publish_status(force=True)
         if row is not None:
             self.batch.append(row)
             if len(self.batch) >= self.batch_size:
@@ -374,7 +427,11 @@ class PolicyNode(Node):
     def publish_status(self, force=False):
         """Publish /policy/status when it changed (or when forced)."""
         status = self.controller.status(time.monotonic())
-        key = (status['mode'], status['fault'], status['last_rejection'])
+        status['policy_version'] = self.controller.policy_version
+        status['policy_sha256'] = self.switch.active_sha
+        status.update(self.switch.status())
+        updates = status['updates']
+        key = (status['mode'], status['fault'], status['last_rejection'], json.dumps(updates))
         if force or key != self._last_status:
             self._last_status = key
             self.status_pub.publish(String(data=json.dumps(status)))

@@ -1,0 +1,400 @@
+"""Policy hot-swap (ROS-free): the /policy/update contract, candidate checks, rollback.
+
+An update is a std_msgs/String holding JSON {path, sha256, version, parent_version, signature}:
+`signature` is the hex HMAC-SHA256 of the policy file's bytes under a key that is the whole
+content of the `update_key_file` (the same file on the sender and on the robot). A candidate is
+accepted only when, in this order: a key is configured; the message is well formed; the file's
+bytes match both the signature and the sha256; the file loads as a policy whose contract matches
+the robot and equals the running policy's (joints, gains, dt, observation layout, action bounds,
+command ranges); its actions are finite on recent real observations; its inference time is within
+budget; and its actions deviate from the running policy's on those observations by less than
+the limits. The node validates off the control thread and swaps at a tick boundary; the
+SwapMonitor decides when to roll back to the previous policy.
+"""
+
+import collections
+from dataclasses import dataclass
+import hashlib
+import hmac
+import json
+import queue
+import threading
+import time
+
+import numpy as np
+
+from loco_policy.policy_file import OnnxPolicy, PolicyFileError
+from loco_policy.transition import REWARD_TERMS
+
+UPDATE_FIELDS = {
+    'path': str,
+    'sha256': str,
+    'version': int,
+    'parent_version': int,
+    'signature': str,
+}
+"""The /policy/update JSON keys and their types."""
+
+
+class UpdateRejected(ValueError):
+    """A candidate policy refused; the message says why."""
+
+
+@dataclass(frozen=True)
+class Update:
+    """One /policy/update announcement."""
+
+    path: str
+    sha256: str
+    version: int
+    parent_version: int
+    signature: str
+
+
+@dataclass
+class SwapLimits:
+    """What a candidate must satisfy beside its contract."""
+
+    max_action_deviation: float = 1.0
+    """Largest |a_new - a_active| (action units) over the observations and joints."""
+    max_mean_action_deviation: float = 0.3
+    """Largest mean |a_new - a_active| over the observations and joints."""
+    inference_budget: float = 0.002
+    """Largest 90th percentile of the inference time (s) on the observations (a percentile, so
+    that one scheduling hiccup of the validating thread does not reject a candidate)."""
+
+
+def sign(data, key):
+    """Hex HMAC-SHA256 of data (bytes) under key (bytes)."""
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
+def read_key(path):
+    """The signing key: the whole content of the key file (bytes); UpdateRejected if unusable."""
+    if not path:
+        raise UpdateRejected('no update_key_file configured: every policy update is refused')
+    try:
+        with open(path, 'rb') as handle:
+            key = handle.read()
+    except OSError as error:
+        raise UpdateRejected(f'update key file {path} unreadable: {error.strerror}') from None
+    if len(key) < 16:
+        raise UpdateRejected(f'update key file {path} holds {len(key)} bytes; at least 16 needed')
+    return key
+
+
+def parse_update(text):
+    """Parse the JSON of a /policy/update message into an Update; UpdateRejected if malformed."""
+    try:
+        fields = json.loads(text)
+    except (TypeError, ValueError) as error:
+        raise UpdateRejected(f'update is not JSON: {error}') from None
+    if not isinstance(fields, dict):
+        raise UpdateRejected('update is not a JSON object')
+    missing = [k for k in UPDATE_FIELDS if k not in fields]
+    if missing:
+        raise UpdateRejected(f'update lacks {missing}')
+    for key, kind in UPDATE_FIELDS.items():
+        value = fields[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise UpdateRejected(f'update field {key!r} must be a {kind.__name__}')
+    if fields['version'] < 0 or fields['parent_version'] < 0:
+        raise UpdateRejected('update versions must be non-negative')
+    return Update(**{k: fields[k] for k in UPDATE_FIELDS})
+
+
+def verified_bytes(update, key):
+    """Read the announced file once; return its bytes if signature and sha256 match."""
+    try:
+        with open(update.path, 'rb') as handle:
+            blob = handle.read()
+    except OSError as error:
+        raise UpdateRejected(f'policy file {update.path} unreadable: {error.strerror}') from None
+    if not hmac.compare_digest(sign(blob, key), update.signature.lower()):
+        raise UpdateRejected('signature does not match the file under the update key')
+    digest = hashlib.sha256(blob).hexdigest()
+    if not hmac.compare_digest(digest, update.sha256.lower()):
+        raise UpdateRejected(f'file sha256 {digest[:16]}... differs from the announced one')
+    return blob
+
+
+def contract_differences(candidate, active):
+    """Every way the candidate's contract differs from the running one, in words."""
+    out = []
+    if candidate.joint_names != active.joint_names:
+        out.append('joint order differs')
+    for name in ('default_joint_pos', 'kp', 'kd', 'torque_limit', 'action_low', 'action_high'):
+        if not np.array_equal(getattr(candidate, name), getattr(active, name)):
+            out.append(f'{name} differs')
+    for name in ('action_scale', 'control_dt', 'observation'):
+        if getattr(candidate, name) != getattr(active, name):
+            out.append(f'{name} differs')
+    ranges = {k: tuple(v) for k, v in candidate.command_ranges.items()}
+    if ranges != {k: tuple(v) for k, v in active.command_ranges.items()}:
+        out.append('command ranges differ')
+    return out
+
+
+def action_check(candidate, reference, observations, limits):
+    """Run both policies on observations (N, 48); return the figures or raise UpdateRejected.
+
+    Figures: inference time p90 (s), action deviation max and mean (action units).
+    """
+    obs = np.asarray(observations, dtype=np.float64)
+    if obs.ndim != 2 or len(obs) == 0:
+        raise UpdateRejected('no real observations recorded yet to check the candidate on')
+    new, old, times = [], [], []
+    for row in obs:
+        start = time.perf_counter()
+        new.append(candidate.act(row))
+        times.append(time.perf_counter() - start)
+        old.append(reference.act(row))
+    new, old = np.array(new), np.array(old)
+    if not np.all(np.isfinite(new)):
+        raise UpdateRejected(
+            f'non-finite actions on {int(np.sum(~np.isfinite(new).all(1)))} of {len(obs)} '
+            'recent observations'
+        )
+    # the robot clips to the contract's box; compare what it would send
+    box = candidate.contract
+    deviation = np.abs(
+        np.clip(new, box.action_low, box.action_high)
+        - np.clip(old, box.action_low, box.action_high)
+    )
+    figures = {
+        'inference_p90_s': float(np.percentile(times, 90)),
+        'deviation_max': float(deviation.max()),
+        'deviation_mean': float(deviation.mean()),
+        'observations': len(obs),
+    }
+    if figures['inference_p90_s'] > limits.inference_budget:
+        raise UpdateRejected(
+            f'inference p90 {figures["inference_p90_s"] * 1e3:.2f} ms exceeds the budget '
+            f'{limits.inference_budget * 1e3:.2f} ms'
+        )
+    if figures['deviation_max'] > limits.max_action_deviation:
+        raise UpdateRejected(
+            f'action deviation max {figures["deviation_max"]:.3f} exceeds '
+            f'max_action_deviation {limits.max_action_deviation}'
+        )
+    if figures['deviation_mean'] > limits.max_mean_action_deviation:
+        raise UpdateRejected(
+            f'action deviation mean {figures["deviation_mean"]:.3f} exceeds '
+            f'max_mean_action_deviation {limits.max_mean_action_deviation}'
+        )
+    return figures
+
+
+def validate(update_text, key_path, active, observations, limits=None):
+    """Check one /policy/update end to end; return (Update, OnnxPolicy, figures).
+
+    active: the running OnnxPolicy (its bytes are reloaded into a private session, so this can
+    run beside the control thread). Raises UpdateRejected naming the first failed check.
+    """
+    limits = limits or SwapLimits()
+    key = read_key(key_path)
+    update = parse_update(update_text)
+    blob = verified_bytes(update, key)
+    try:
+        candidate = OnnxPolicy(update.path, blob=blob)
+    except PolicyFileError as error:
+        raise UpdateRejected(str(error)) from None
+    if active is None:
+        raise UpdateRejected('no policy is running to compare the candidate with')
+    differences = contract_differences(candidate.contract, active.contract)
+    if differences:
+        raise UpdateRejected('contract differs from the running policy: ' + ', '.join(differences))
+    reference = OnnxPolicy(active.contract.path, blob=active.blob, warmup=1)
+    return update, candidate, action_check(candidate, reference, observations, limits)
+
+
+class SwapMonitor:
+    """Decides when a freshly swapped policy goes back to the previous one.
+
+    Within `window` s of a swap: any fault that trips DAMP; or, once the window has passed in
+    WALK, a mean tracking reward below the previous policy's mean over the window before the
+    swap by more than `margin`.
+    """
+
+    def __init__(self, window=5.0, margin=0.2):
+        """window: s after a swap; margin: tracking reward per tick (weighted lin + yaw)."""
+        self.window, self.margin = float(window), float(margin)
+        self.rewards = []  # (monotonic s, tracking reward) of recent WALK ticks
+        self.swapped_at = None
+        self.baseline = None
+
+    def record(self, now, reward):
+        """Add a WALK tick's tracking reward; keep two windows of history."""
+        self.rewards.append((now, float(reward)))
+        while self.rewards and self.rewards[0][0] < now - 2.0 * self.window:
+            self.rewards.pop(0)
+
+    def swapped(self, now):
+        """A new policy became active at now (s)."""
+        before = [r for t, r in self.rewards if t >= now - self.window]
+        self.baseline = float(np.mean(before)) if before else None
+        self.swapped_at, self.rewards = now, []
+
+    def verdict(self, now, faulted):
+        """The reason to roll back now, or '' (and the watch ends once the window passed)."""
+        if self.swapped_at is None:
+            return ''
+        if faulted and now - self.swapped_at <= self.window:
+            self.swapped_at = None
+            return f'fault within {self.window:g} s of the swap'
+        if now - self.swapped_at < self.window:
+            return ''
+        self.swapped_at = None
+        after = [r for _, r in self.rewards]
+        if self.baseline is None or len(after) < 10:
+            return ''
+        mean = float(np.mean(after))
+        if mean < self.baseline - self.margin:
+            return (
+                f'tracking reward {mean:.3f} over {self.window:g} s after the swap is below the '
+                f"previous policy's {self.baseline:.3f} by more than {self.margin}"
+            )
+        return ''
+
+
+TRACKING_WEIGHTS = {'track_lin_vel_xy': 1.0, 'track_ang_vel_z': 0.5}
+"""Weights of the tracking terms in the rollback reward (the task's defaults)."""
+
+
+class PolicySwitch:
+    """Validates updates on a worker thread and swaps policies at tick boundaries.
+
+    The node calls submit() from its /policy/update callback, at_tick() before each control step
+    (the only place the controller's policy changes), after_tick() with the step's row, and
+    request_rollback() from its ~/rollback service.
+    """
+
+    def __init__(self, active, key_path, limits=None, window=5.0, margin=0.2, observations=100):
+        """Start the validation worker.
+
+        active: the running OnnxPolicy or None; key_path: the update_key_file ('' refuses every
+        update); limits, window, margin: see SwapLimits and SwapMonitor; observations: how many
+        recent WALK observations a candidate is checked on.
+        """
+        self.key_path, self.limits = key_path, limits or SwapLimits()
+        self.monitor = SwapMonitor(window, margin)
+        self.recent = collections.deque(maxlen=max(1, int(observations)))  # WALK obs (48,)
+        self.active_sha = active.contract.file_sha256 if active else None
+        self.previous = None  # (policy, version, sha256) or None
+        self.counts = {'accepted': 0, 'rejected': 0, 'rollbacks': 0}
+        self.last_rejection = None  # {version, reason}
+        self.generation = 0  # counts every acceptance, rejection and rollback (status changes)
+        self._staged = None  # (Update, OnnxPolicy, figures) validated, not yet active
+        self._rollback = ''  # reason of a requested rollback, done at the next tick
+        self._lock = threading.Lock()
+        self._queue = queue.Queue(maxsize=4)
+        self._active = active  # the running OnnxPolicy, read by the worker
+        self._worker = threading.Thread(target=self._work, name='policy_update', daemon=True)
+        self._worker.start()
+
+    def submit(self, text):
+        """Queue one /policy/update message for validation (never blocks the caller)."""
+        try:
+            self._queue.put_nowait(text)
+        except queue.Full:
+            self._reject(None, 'validation queue full: update dropped')
+
+    def _reject(self, version, reason):
+        """Count and remember a rejection."""
+        with self._lock:
+            self.counts['rejected'] += 1
+            self.generation += 1
+            self.last_rejection = {'version': version, 'reason': reason}
+
+    def _work(self):
+        """Worker thread: validate each queued update; stage the accepted one."""
+        while True:
+            text = self._queue.get()
+            if text is None:
+                return
+            version = None
+            try:
+                version = json.loads(text).get('version') if text.strip().startswith('{') else None
+            except ValueError:
+                pass
+            try:
+                staged = validate(
+                    text, self.key_path, self._active, list(self.recent), self.limits
+                )
+            except UpdateRejected as error:
+                self._reject(version, str(error))
+                continue
+            except Exception as error:  # a validator bug must not take the node down
+                self._reject(version, f'validation failed: {error!r}')
+                continue
+            with self._lock:
+                self._staged = staged
+
+    def close(self):
+        """Stop the worker thread."""
+        self._queue.put(None)
+        self._worker.join(timeout=5.0)
+
+    def request_rollback(self):
+        """Ask for the previous policy at the next tick; (accepted, message)."""
+        with self._lock:
+            if self.previous is None:
+                return False, 'rollback refused: no previous policy'
+            self._rollback = 'rollback requested'
+            return True, f'rolling back to version {self.previous[1]} at the next tick'
+
+    def at_tick(self, controller, now):
+        """Before a control step: apply a staged swap or rollback; return log events."""
+        self._active = controller.policy
+        with self._lock:
+            staged, self._staged = self._staged, None
+            rollback, self._rollback = self._rollback, ''
+        events = []
+        if rollback and self.previous is not None:
+            events.append(self._roll_back(controller, rollback))
+        elif staged is not None:
+            update, candidate, figures = staged
+            self.previous = (controller.policy, controller.policy_version, self.active_sha)
+            controller.swap_policy(candidate, update.version)
+            self.active_sha, self._active = update.sha256, candidate
+            self.monitor.swapped(now)
+            with self._lock:
+                self.counts['accepted'] += 1
+                self.generation += 1
+            events.append(
+                ('info', f'policy update {update.version} active (parent {update.parent_version}, '
+                 f'deviation max {figures["deviation_max"]:.3f}, mean '
+                 f'{figures["deviation_mean"]:.3f})')
+            )  # fmt: skip
+        return events
+
+    def _roll_back(self, controller, reason):
+        """Make the previous policy active again; the log event."""
+        policy, version, sha = self.previous
+        self.previous = None
+        controller.swap_policy(policy, version)
+        self.active_sha, self._active = sha, policy
+        self.monitor.swapped_at = None
+        with self._lock:
+            self.counts['rollbacks'] += 1
+            self.generation += 1
+        return ('warning', f'rolled back to policy version {version}: {reason}')
+
+    def after_tick(self, controller, row, faulted, now):
+        """After a control step: record WALK observations and rewards; automatic rollback."""
+        if row is not None and row.mode == 'WALK':
+            self.recent.append(np.array(row.obs, dtype=np.float64))
+            terms = dict(zip(REWARD_TERMS, row.reward_terms))
+            self.monitor.record(now, sum(w * terms[k] for k, w in TRACKING_WEIGHTS.items()))
+        reason = self.monitor.verdict(now, faulted)
+        if reason and self.previous is not None:
+            return [self._roll_back(controller, reason)]
+        return []
+
+    def status(self):
+        """The update fields of /policy/status."""
+        with self._lock:
+            return {
+                'previous_sha256': self.previous[2] if self.previous else None,
+                'updates': {**self.counts, 'last_rejection': self.last_rejection},
+            }

@@ -1,0 +1,181 @@
+"""Policy hot-swap checks: signature, digest, contract, actions, deviation; swap and rollback."""
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from loco_policy import spec
+from loco_policy.control import hot_swap
+from loco_policy.control.controller import Controller
+from loco_policy.control.hot_swap import PolicySwitch, SwapLimits, SwapMonitor, UpdateRejected
+from loco_policy.policy_file import OnnxPolicy
+from loco_policy.tools.random_policy import write_random_policy
+from loco_policy.transition import REWARD_TERMS, TransitionRow
+
+KEY = b'0123456789abcdef-test-key'
+RELAXED = SwapLimits(inference_budget=1.0)  # timing is not what these tests are about
+
+
+@pytest.fixture
+def key_file(tmp_path):
+    path = tmp_path / 'update.key'
+    path.write_bytes(KEY)
+    return str(path)
+
+
+def announce(file, version=2, key=KEY, **changes):
+    """The /policy/update JSON for a file, signed with key; fields overridable."""
+    blob = open(file, 'rb').read()
+    fields = {
+        'path': str(file),
+        'sha256': hashlib.sha256(blob).hexdigest(),
+        'version': version,
+        'parent_version': version - 1,
+        'signature': hot_swap.sign(blob, key),
+    }
+    fields.update(changes)
+    return json.dumps(fields)
+
+
+def observations(n=50, seed=0):
+    return np.random.default_rng(seed).normal(scale=0.5, size=(n, spec.OBS_DIM))
+
+
+@pytest.fixture
+def active(tmp_path):
+    return OnnxPolicy(write_random_policy(tmp_path / 'active.onnx', weight_scale=0.01))
+
+
+def test_a_close_signed_candidate_is_accepted(tmp_path, key_file, active):
+    path = write_random_policy(tmp_path / 'new.onnx', weight_scale=0.01, seed=1)
+    update, candidate, figures = hot_swap.validate(
+        announce(path), key_file, active, observations(), RELAXED
+    )
+    assert update.version == 2 and candidate.contract.path == path
+    assert figures['observations'] == 50 and figures['deviation_max'] < 1.0
+
+
+@pytest.mark.parametrize(
+    'case, reason',
+    [
+        ('no_key', 'no update_key_file'),
+        ('short_key', 'at least 16'),
+        ('not_json', 'not JSON'),
+        ('missing', 'lacks'),
+        ('wrong_type', "'version' must be a int"),
+        ('unsigned', 'signature does not match'),
+        ('forged', 'signature does not match'),
+        ('sha', 'sha256'),
+        ('truncated', 'signature does not match'),
+        ('missing_file', 'unreadable'),
+    ],
+)
+def test_bad_updates_are_rejected_naming_why(tmp_path, key_file, active, case, reason):
+    path = write_random_policy(tmp_path / 'new.onnx', weight_scale=0.01, seed=1)
+    text, key = announce(path), key_file
+    if case == 'no_key':
+        key = ''
+    elif case == 'short_key':
+        (tmp_path / 'short.key').write_bytes(b'short')
+        key = str(tmp_path / 'short.key')
+    elif case == 'not_json':
+        text = '{"path": '
+    elif case == 'missing':
+        text = json.dumps({k: v for k, v in json.loads(text).items() if k != 'sha256'})
+    elif case == 'wrong_type':
+        text = json.dumps({**json.loads(text), 'version': '2'})
+    elif case == 'unsigned':
+        text = announce(path, signature='')
+    elif case == 'forged':
+        text = announce(path, key=b'another-key-of-some-length')
+    elif case == 'sha':
+        text = announce(path, sha256='0' * 64)
+    elif case == 'truncated':
+        blob = open(path, 'rb').read()
+        open(path, 'wb').write(blob[: len(blob) // 2])  # cut after it was signed
+    elif case == 'missing_file':
+        text = announce(path, path=str(tmp_path / 'gone.onnx'))
+    with pytest.raises(UpdateRejected, match=reason):
+        hot_swap.validate(text, key, active, observations(), RELAXED)
+
+
+def test_candidates_whose_contract_or_actions_differ_are_rejected(tmp_path, key_file, active):
+    ranges = {'vx': [0.0, 1.0], 'vy': [0.0, 0.0], 'wz': [0.0, 0.0]}
+    other = write_random_policy(tmp_path / 'ranges.onnx', weight_scale=0.01, command_ranges=ranges)
+    with pytest.raises(UpdateRejected, match='command ranges differ'):
+        hot_swap.validate(announce(other), key_file, active, observations())
+    gains = write_random_policy(tmp_path / 'kp.onnx', weight_scale=0.01, kp=[60.0] * 12)
+    with pytest.raises(UpdateRejected, match='kp'):  # refused against the robot spec already
+        hot_swap.validate(announce(gains), key_file, active, observations())
+    nan = write_random_policy(tmp_path / 'nan.onnx', nan=True)
+    with pytest.raises(UpdateRejected, match='non-finite'):
+        hot_swap.validate(announce(nan), key_file, active, observations())
+    wild = write_random_policy(tmp_path / 'wild.onnx', weight_scale=3.0, seed=4)
+    with pytest.raises(UpdateRejected, match='action deviation'):
+        hot_swap.validate(announce(wild), key_file, active, observations(), RELAXED)
+    with pytest.raises(UpdateRejected, match='no real observations'):
+        near0 = write_random_policy(tmp_path / 'near0.onnx', weight_scale=0.01, seed=3)
+        hot_swap.validate(announce(near0), key_file, active, np.zeros((0, spec.OBS_DIM)))
+    with pytest.raises(UpdateRejected, match='inference'):
+        slow = SwapLimits(inference_budget=1e-9)
+        near = write_random_policy(tmp_path / 'near.onnx', weight_scale=0.01, seed=2)
+        hot_swap.validate(announce(near), key_file, active, observations(), slow)
+
+
+def test_monitor_rolls_back_on_a_fault_in_the_window_and_on_a_tracking_drop():
+    monitor = SwapMonitor(window=1.0, margin=0.2)
+    for i in range(50):
+        monitor.record(i * 0.02, 1.2)
+    monitor.swapped(1.0)
+    assert monitor.verdict(1.1, faulted=False) == ''
+    assert 'fault within' in monitor.verdict(1.2, faulted=True)
+    assert monitor.verdict(1.3, faulted=True) == ''  # one verdict per swap
+    for i in range(50):
+        monitor.record(i * 0.02, 1.2)
+    monitor.swapped(1.0)
+    for i in range(60):
+        monitor.record(1.0 + i * 0.02, 0.8)  # tracks worse than before the swap
+    assert 'below the previous' in monitor.verdict(2.3, faulted=False)
+    monitor.swapped(3.0)
+    for i in range(60):
+        monitor.record(3.0 + i * 0.02, 1.1)  # within the margin
+    assert monitor.verdict(4.3, faulted=False) == ''
+
+
+def walk_row(seq, obs, tracking):
+    terms = np.zeros(len(REWARD_TERMS))
+    terms[0] = terms[1] = tracking
+    return TransitionRow(seq, 1, 0, 'WALK', obs, np.zeros(12), terms, False, False)
+
+
+def test_switch_swaps_at_a_tick_keeps_the_previous_and_rolls_back(tmp_path, key_file, active):
+    controller = Controller(policy=active)
+    switch = PolicySwitch(active, key_file, RELAXED, window=0.5, margin=0.1, observations=20)
+    try:
+        for i, obs in enumerate(observations(20)):
+            switch.after_tick(controller, walk_row(i, obs, 1.0), False, i * 0.02)
+        path = write_random_policy(tmp_path / 'new.onnx', weight_scale=0.01, seed=1)
+        switch.submit(announce(path, version=7))
+        switch.submit('not json')
+        for _ in range(200):  # the worker validates off this thread
+            if switch.counts['rejected'] == 1 and switch._staged is not None:
+                break
+            import time
+
+            time.sleep(0.02)
+        assert controller.policy is active  # nothing changes before a tick boundary
+        events = switch.at_tick(controller, 1.0)
+        assert controller.policy is not active and controller.policy_version == 7
+        assert 'policy update 7 active' in events[0][1]
+        status = switch.status()
+        assert status['previous_sha256'] == active.contract.file_sha256
+        assert status['updates']['accepted'] == 1 and status['updates']['rejected'] == 1
+        assert 'not JSON' in status['updates']['last_rejection']['reason']
+        events = switch.after_tick(controller, None, True, 1.1)  # a fault right after the swap
+        assert controller.policy is active and 'rolled back' in events[0][1]
+        assert switch.status()['updates']['rollbacks'] == 1
+        assert switch.request_rollback()[0] is False  # nothing older kept
+    finally:
+        switch.close()
