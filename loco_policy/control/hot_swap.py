@@ -284,6 +284,7 @@ class PolicySwitch:
         self.counts = {'accepted': 0, 'rejected': 0, 'rollbacks': 0}
         self.last_rejection = None  # {version, reason}
         self.generation = 0  # counts every acceptance, rejection and rollback (status changes)
+        self.timing = {}  # ms of the last accepted update: validation, receipt -> active tick
         self._staged = None  # (Update, OnnxPolicy, figures) validated, not yet active
         self._rollback = ''  # reason of a requested rollback, done at the next tick
         self._lock = threading.Lock()
@@ -295,7 +296,7 @@ class PolicySwitch:
     def submit(self, text):
         """Queue one /policy/update message for validation (never blocks the caller)."""
         try:
-            self._queue.put_nowait(text)
+            self._queue.put_nowait((text, time.monotonic()))
         except queue.Full:
             self._reject(None, 'validation queue full: update dropped')
 
@@ -309,9 +310,11 @@ class PolicySwitch:
     def _work(self):
         """Worker thread: validate each queued update; stage the accepted one."""
         while True:
-            text = self._queue.get()
-            if text is None:
+            item = self._queue.get()
+            if item is None:
                 return
+            text, received = item
+            started = time.monotonic()
             version = None
             try:
                 version = json.loads(text).get('version') if text.strip().startswith('{') else None
@@ -328,7 +331,8 @@ class PolicySwitch:
                 self._reject(version, f'validation failed: {error!r}')
                 continue
             with self._lock:
-                self._staged = staged
+                self.timing['validation_ms'] = round(1e3 * (time.monotonic() - started), 2)
+                self._staged = (*staged, received)
 
     def close(self):
         """Stop the worker thread."""
@@ -353,7 +357,8 @@ class PolicySwitch:
         if rollback and self.previous is not None:
             events.append(self._roll_back(controller, rollback))
         elif staged is not None:
-            update, candidate, figures = staged
+            update, candidate, figures, received = staged
+            self.timing['update_to_active_ms'] = round(1e3 * (time.monotonic() - received), 2)
             self.previous = (controller.policy, controller.policy_version, self.active_sha)
             controller.swap_policy(candidate, update.version)
             self.active_sha, self._active = update.sha256, candidate
@@ -396,5 +401,5 @@ class PolicySwitch:
         with self._lock:
             return {
                 'previous_sha256': self.previous[2] if self.previous else None,
-                'updates': {**self.counts, 'last_rejection': self.last_rejection},
+                'updates': {**self.counts, 'last_rejection': self.last_rejection, **self.timing},
             }

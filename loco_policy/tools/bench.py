@@ -91,6 +91,9 @@ def run(args, work, tick_source):
     log = open(os.path.join(work, 'nodes.log'), 'wb')
     # the simulated robot's driver runs at the same priority, as a robot's state publisher does
     sim_cpus, policy_cpus = args.pin.split(':') if args.pin else ('', '')
+    key_file = os.path.join(work, 'update.key')
+    with open(key_file, 'wb') as handle:
+        handle.write(os.urandom(32))
     tuning = [f'realtime_priority:={args.rt_priority}', f'cpu_dma_latency:={args.dma_latency}']
     pin = lambda cpus: [f'cpu_affinity:={cpus}'] if cpus else []  # noqa: E731
     sim = start('sim_robot', [*tuning, *pin(sim_cpus)], env, log)
@@ -103,6 +106,9 @@ def run(args, work, tick_source):
             'stand_duration:=1.0',
             f'tick_source:={tick_source}',
             f'warm_lead:={args.warm_lead}',
+            f'update_key_file:={key_file}',
+            'max_action_deviation:=100.0',  # the swap timed here is not about deviation
+            'max_mean_action_deviation:=100.0',
             *pin(policy_cpus),
             *tuning,
         ],
@@ -137,6 +143,7 @@ def run(args, work, tick_source):
             executor.spin_once(timeout_sec=0.1)
         cpu = 100.0 * (cpu_seconds(node_proc.pid) - cpu0) / (time.monotonic() - t0)
         sim_cpu = 100.0 * (cpu_seconds(sim.pid) - sim0) / (time.monotonic() - t0)
+        swap = time_swap(node, executor, work, key_file) if tick_source == 'joint_states' else None
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
@@ -147,7 +154,58 @@ def run(args, work, tick_source):
         stats = json.load(handle)
     result = summarize(stats, cpu, policy, steps, args, tick_source)
     result['cpu_percent_sim_robot'] = round(sim_cpu, 1)
+    if swap is not None:
+        result['policy_update'] = swap
     return result
+
+
+def time_swap(node, executor, work, key_file):
+    """Announce a signed candidate on /policy/update after the timed run; its timing figures.
+
+    Reads policy_node's own figures from /policy/status: validation time and the time from the
+    announcement's arrival to the first tick that runs the candidate.
+    """
+    import hashlib
+
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+
+    from loco_policy.control.hot_swap import sign
+    from loco_policy.tools.random_policy import write_random_policy
+
+    path = write_random_policy(os.path.join(work, 'candidate.onnx'), weight_scale=0.01, seed=7)
+    with open(path, 'rb') as handle:
+        blob = handle.read()
+    with open(key_file, 'rb') as handle:
+        key = handle.read()
+    status = {}
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    node.create_subscription(
+        String, '/policy/status', lambda m: status.update(json.loads(m.data)), latched
+    )
+    pub = node.create_publisher(String, '/policy/update', 10)
+    text = json.dumps({
+        'path': path, 'sha256': hashlib.sha256(blob).hexdigest(), 'version': 1,
+        'parent_version': 0, 'signature': sign(blob, key),
+    })  # fmt: skip
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:  # discovery of the new publisher
+        executor.spin_once(timeout_sec=0.05)
+    pub.publish(String(data=text))
+    end = time.monotonic() + 20.0
+    while time.monotonic() < end:
+        executor.spin_once(timeout_sec=0.05)
+        updates = status.get('updates') or {}
+        if updates.get('accepted') or updates.get('rejected'):
+            break
+    updates = status.get('updates') or {}
+    return {
+        'accepted': bool(updates.get('accepted')),
+        'rejection': updates.get('last_rejection'),
+        'validation_ms': updates.get('validation_ms'),
+        'update_to_active_ms': updates.get('update_to_active_ms'),
+        'mode_after': status.get('mode'),
+    }
 
 
 def bare_cpu(args, work, executor_name):
@@ -271,6 +329,7 @@ def main(argv=None):
         print(f'{key:30} {result[key]}')
         if key in result['baseline_timer']:
             print(f'{"  baseline (timer)":30} {result["baseline_timer"][key]}')
+    print(f'{"policy update (swap)":30} {result.get("policy_update")}')
     for name, figures in bare.items():
         print(f'{"bare subscriber, " + name:30} {figures}')
     print(json.dumps(result))
