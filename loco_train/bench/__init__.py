@@ -4,6 +4,7 @@ import importlib
 
 BENCHES = {
     # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
+    'distributed': ('loco_train.bench.distributed', 'data-parallel SHAC env steps/s, K vs 1 rank'),
     'sac': ('loco_train.bench.sac', 'SAC gradient updates per second (default and ANYmal nets)'),
     'sim': ('loco_train.bench.sim', 'Warp simulator env-substeps/s (fwd, fwd+bwd) vs MuJoCo'),
 }

@@ -56,6 +56,13 @@ class AnymalEnvConfig:
     times their median norm (envs/adjoint_clip.py); 0 disables."""
     contact_threshold: float = 0.005
     """A shape or foot within this height (m) of the ground counts as touching it."""
+    env_offset: int = 0
+    """Index of the first of these environments in the whole population (data-parallel rank r
+    holds rows [env_offset, env_offset + num_envs) of it)."""
+    population: int = 0
+    """Environments in the whole population over all ranks; 0: num_envs (one process). Every
+    random draw is made for the whole population and sliced, so a rank's environments equal the
+    same rows of a one-process run with the same seed."""
     commands: CommandConfig = field(default_factory=CommandConfig)
     """Command sampling."""
     rewards: RewardConfig = field(default_factory=RewardConfig)
@@ -78,7 +85,18 @@ class AnymalEnv:
         self.num_envs, self.device = int(num_envs), torch.device(device)
         self.obs_dim, self.action_dim = spec.OBS_DIM, spec.ACTION_DIM
         self.action_low, self.action_high = spec.ACTION_LOW, spec.ACTION_HIGH  # (12,) each
+        self.offset = int(self.cfg.env_offset)
+        self.population = int(self.cfg.population) or self.num_envs
+        if self.offset < 0 or self.offset + self.num_envs > self.population:
+            raise ValueError(
+                f'environments [{self.offset}, {self.offset + self.num_envs}) do not lie in a '
+                f'population of {self.population}'
+            )
+        self.rows = slice(self.offset, self.offset + self.num_envs)  # this env's population rows
+        # one stream drawn identically every step; resets and command resamples happen only where
+        # an episode ends, so they draw from a second generator keyed per step from the first
         self.generator = torch.Generator().manual_seed(seed)
+        self.event_generator = torch.Generator().manual_seed(seed + 1)
         model = description.load_model()
         sim_config = SimConfig(
             contact=self.cfg.contact, control_dt=spec.CONTROL_DT, device=str(self.device)
@@ -99,7 +117,12 @@ class AnymalEnv:
         radius = float(model.geom_size[model.geom(spec.FOOT_NAMES[0]).id][0])
         assert math.isclose(radius, FOOT_RADIUS), radius
         self.commands = CommandSampler(
-            self.num_envs, self.cfg.commands, self.device, self.generator
+            self.num_envs,
+            self.cfg.commands,
+            self.device,
+            self.event_generator,
+            offset=self.offset,
+            population=self.population,
         )
         self.air_time = FeetAirTime(self.num_envs, device=self.device)
         self.noise = torch.as_tensor(
@@ -136,12 +159,21 @@ class AnymalEnv:
         """A numpy array as a float32 tensor on the env's device."""
         return torch.as_tensor(array, dtype=torch.float32, device=self.device)
 
-    def _uniform(self, *shape):
-        """Uniform [0, 1) float64 numpy samples from the env's generator."""
-        return torch.rand(shape, generator=self.generator, dtype=torch.float64).numpy()
+    def _uniform(self, rows, *tail):
+        """Uniform [0, 1) float64 numpy samples (len(rows), *tail): population rows' draws."""
+        shape = (self.population, *tail)
+        return torch.rand(shape, generator=self.event_generator, dtype=torch.float64).numpy()[rows]
 
-    def _observe(self, qpos, qvel):
-        """Noisy scaled observation (N, 48) of a state."""
+    def _key_events(self, key, event):
+        """Seed the event generator for one kind of conditional draw (1: commands, 2: resets)."""
+        self.event_generator.manual_seed(key + event)
+
+    def _next_key(self):
+        """A seed for this step's conditional draws, from the stream every rank draws alike."""
+        return int(torch.randint(0, 2**60, (1,), generator=self.generator)) * 4
+
+    def _observe(self, qpos, qvel, generator=None):
+        """Noisy scaled observation (N, 48) of a state; noise from generator (or the env's)."""
         quat = qpos[:, 3:7]
         obs = build_observation(
             quat,
@@ -152,7 +184,9 @@ class AnymalEnv:
             self.commands.command,
             self.last_action,
         )
-        return randomization.add_observation_noise(obs, self.noise, self.generator)
+        zeros = torch.zeros(self.population, obs.shape[1])  # noise drawn for the whole population
+        noise = randomization.add_observation_noise(zeros, self.noise, generator or self.generator)
+        return obs + noise[self.rows].to(obs)
 
     def _reset_envs(self, ids):
         """Draw new initial states, parameters and commands for environments ids."""
@@ -160,13 +194,14 @@ class AnymalEnv:
         if n == 0:
             return
         ids_np = ids.cpu().numpy()
+        rows = ids_np + self.offset
         u = self._uniform
         qpos = np.tile(description.default_qpos(), (n, 1))
-        yaw = (2.0 * u(n) - 1.0) * math.pi
+        yaw = (2.0 * u(rows) - 1.0) * math.pi
         qpos[:, 3], qpos[:, 6] = np.cos(yaw / 2), np.sin(yaw / 2)
-        qpos[:, 7:] += (2.0 * u(n, 12) - 1.0) * self.cfg.reset_joint_noise
+        qpos[:, 7:] += (2.0 * u(rows, 12) - 1.0) * self.cfg.reset_joint_noise
         qvel = np.zeros((n, self.sim.spec.nv))
-        qvel[:, :6] = (2.0 * u(n, 6) - 1.0) * self.cfg.reset_base_velocity
+        qvel[:, :6] = (2.0 * u(rows, 6) - 1.0) * self.cfg.reset_base_velocity
         mask = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         mask[ids] = True
         fresh_q, fresh_v = self.qpos.detach().clone(), self.qvel.detach().clone()
@@ -174,10 +209,12 @@ class AnymalEnv:
         # torch.where keeps the graph of the environments that go on (SHAC)
         self.qpos = torch.where(mask[:, None], fresh_q, self.qpos)
         self.qvel = torch.where(mask[:, None], fresh_v, self.qvel)
-        params = randomization.sample_params(self.num_envs, self.cfg.randomization, self.generator)
+        params = randomization.sample_params(
+            self.population, self.cfg.randomization, self.event_generator
+        )
         current = {k: self.sim.params[k].numpy().astype(np.float64) for k in params}
         for key, value in params.items():
-            current[key][ids_np] = value[ids_np]
+            current[key][ids_np] = value[self.rows][ids_np]
         current['tau_max'] = np.tile(spec.TORQUE_LIMIT, (self.num_envs, 1))
         self.sim.set_params(**current)
         self.kp = torch.as_tensor(current['kp'], dtype=torch.float32, device=self.device)
@@ -194,6 +231,7 @@ class AnymalEnv:
         """Reset every environment; return obs (N, 48)."""
         if seed is not None:
             self.generator.manual_seed(seed)
+        self._key_events(self._next_key(), 2)
         self._reset_envs(torch.arange(self.num_envs, device=self.device))
         self.obs = self._observe(self.qpos, self.qvel)
         return self.obs
@@ -210,6 +248,7 @@ class AnymalEnv:
         if self.cfg.differentiable:  # the action adjoint too: one step's Jacobian can explode
             actions = adjoint_clip.attach(actions, self.cfg.adjoint_clip, self.adjoint_stats)
         targets = self.default + spec.ACTION_SCALE * actions
+        key = self._next_key()
         qvel_before = self.qvel
         self._push()
         foot_pos, foot_vel = self._physics(targets)  # updates qpos, qvel; (N, 4, 3) each
@@ -243,6 +282,7 @@ class AnymalEnv:
             foot_vel=foot_vel[:, self.foot_index],
         )
         reward, terms = compute_reward(inputs, self.cfg.rewards, self.dt)
+        self._key_events(key, 1)
         self.commands.step(self.dt)  # after the reward: it scores the command the action saw
 
         state = torch.cat([qpos, qvel], dim=1).detach()
@@ -256,8 +296,10 @@ class AnymalEnv:
         final_obs = self._observe(qpos, qvel)
         done = terminated | truncated
         if bool(done.any()):
+            self._key_events(key, 2)
             self._reset_envs(torch.nonzero(done).flatten())
-            obs = torch.where(done[:, None], self._observe(self.qpos, self.qvel), final_obs)
+            fresh = self._observe(self.qpos, self.qvel, self.event_generator)
+            obs = torch.where(done[:, None], fresh, final_obs)
         else:
             obs = final_obs
         self.obs = obs
@@ -299,14 +341,16 @@ class AnymalEnv:
     def _push(self):
         """Kick the planar base velocity of randomly chosen environments."""
         mask = randomization.push_mask(
-            self.num_envs, self.dt, self.cfg.randomization, self.generator
+            self.population, self.dt, self.cfg.randomization, self.generator
         )
-        if not bool(mask.any()):
+        if not bool(mask.any()):  # the population's mask: every rank draws the kicks alike
             return
+        velocity = randomization.push_velocity(
+            self.population, self.cfg.randomization, self.generator
+        )
+        mask = mask[self.rows]
         kick = torch.zeros_like(self.qvel)
-        kick[:, :2] = randomization.push_velocity(
-            self.num_envs, self.cfg.randomization, self.generator
-        ).to(kick)
+        kick[:, :2] = velocity[self.rows].to(kick)
         self.qvel = self.qvel + kick * mask[:, None].to(kick)  # mask drawn on the CPU
 
     def close(self):

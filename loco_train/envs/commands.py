@@ -25,10 +25,17 @@ class CommandConfig:
 class CommandSampler:
     """Holds the (N, 3) command and a per-environment resample timer."""
 
-    def __init__(self, num_envs, config=None, device='cpu', generator=None):
-        """Allocate commands for num_envs environments and draw the first ones."""
+    def __init__(
+        self, num_envs, config=None, device='cpu', generator=None, offset=0, population=None
+    ):
+        """Allocate commands for num_envs environments and draw the first ones.
+
+        They are rows [offset, offset + num_envs) of a population (default num_envs): draws are
+        made for the whole population and sliced, so data-parallel ranks match one process.
+        """
         self.config = config or CommandConfig()
         self.generator = generator
+        self.offset, self.population = int(offset), int(population or num_envs)
         self.device = torch.device(device)
         self.command = torch.zeros(num_envs, 3, device=self.device)  # vx, vy, wz
         self.timer = torch.zeros(num_envs, device=self.device)  # s since last resample
@@ -44,11 +51,15 @@ class CommandSampler:
         if n == 0:
             return
         # draw on the CPU generator, then move: a CPU generator cannot fill a CUDA tensor
-        u = torch.rand(n, 3, generator=self.generator).to(self.device)
+        rows = torch.as_tensor(env_ids).cpu() + self.offset
+        u = torch.rand(self.population, 3, generator=self.generator)[rows].to(self.device)
         command = self.low + (self.high - self.low) * u
         planar = torch.linalg.norm(command[:, :2], dim=1, keepdim=True)
         command[:, :2] *= (planar >= self.config.min_speed).to(command.dtype)
-        still = (torch.rand(n, generator=self.generator) < self.config.zero_share).to(self.device)
+        still = (
+            torch.rand(self.population, generator=self.generator)[rows] < self.config.zero_share
+        )
+        still = still.to(self.device)
         command[still] = 0.0
         self.command[env_ids] = command
         self.timer[env_ids] = 0.0

@@ -1,4 +1,11 @@
-"""`loco-train ppo`: rsl-rl-lib's PPO on the same environment, the baseline SHAC and SAC face."""
+"""`loco-train ppo`: rsl-rl-lib's PPO on the same environment, the baseline SHAC and SAC face.
+
+Under `torchrun --nproc-per-node K` it trains through rsl-rl-lib's own multi-GPU path (gradient
+all-reduce, normaliser all-reduce, rank-0 logging and checkpoints), on CPU with gloo as well:
+rsl-rl-lib would insist on cuda:LOCAL_RANK and NCCL, so the process group is set up by
+loco_train.runners.distributed and only the runner's rank bookkeeping is taken over here.
+--num-envs is the total, N/K per rank.
+"""
 
 from dataclasses import asdict, dataclass
 import json
@@ -12,6 +19,7 @@ import torch
 from loco_train.envs import env_overrides
 from loco_train.envs.commands import add_command_argument
 from loco_train.envs.rewards import add_override_argument
+from loco_train.runners import distributed
 
 
 @dataclass
@@ -21,7 +29,7 @@ class PpoRunConfig:
     env: str = 'anymal'
     """Environment name for loco_train.envs.vec_env.make_env."""
     num_envs: int = 64
-    """Environments stepped together."""
+    """Environments stepped together (the total over all data-parallel ranks)."""
     iterations: int = 500
     """PPO iterations (rollout + update)."""
     steps_per_env: int = 24
@@ -80,20 +88,45 @@ def train_cfg(cfg):
     }
 
 
-def train(env, cfg, iterations=None):
-    """Train PPO on a loco_train VecEnv; return (runner, summary dict)."""
+def _runner_class():
+    """rsl-rl-lib's OnPolicyRunner, taking its ranks from an already joined process group."""
     from rsl_rl.runners import OnPolicyRunner
 
+    class Runner(OnPolicyRunner):
+        def _configure_multi_gpu(self):
+            """Ranks from torchrun's variables; the group (gloo or NCCL) is joined already."""
+            ranks = distributed.ranks_from_environment()
+            self.gpu_world_size, self.is_distributed = ranks.world_size, ranks.enabled
+            self.gpu_local_rank, self.gpu_global_rank = ranks.local_rank, ranks.rank
+            self.cfg['multi_gpu'] = (
+                {
+                    'global_rank': ranks.rank,
+                    'local_rank': ranks.local_rank,
+                    'world_size': ranks.world_size,
+                }
+                if ranks.enabled
+                else None
+            )
+
+    return Runner
+
+
+def train(env, cfg, iterations=None, ranks=None):
+    """Train PPO on a loco_train VecEnv (this rank's under torchrun); return (runner, summary)."""
     from loco_train.runners.rsl_rl_env import RslRlEnv
 
+    ranks = ranks or distributed.Ranks()
     wrapped = RslRlEnv(env, cfg.max_episode_length, cfg.device)
-    run_dir = cfg.log_dir or os.path.join(
-        'logs', 'ppo', cfg.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S')
+    run_dir = distributed.broadcast_object(
+        cfg.log_dir
+        or os.path.join('logs', 'ppo', cfg.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S'))
     )
-    os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, 'run.json'), 'w') as handle:  # read by compare and export
-        json.dump(asdict(cfg) | {'command_ranges': getattr(env, 'command_ranges', None)}, handle)
-    runner = OnPolicyRunner(wrapped, train_cfg(cfg), log_dir=run_dir, device=cfg.device)
+    if ranks.is_main:
+        os.makedirs(run_dir, exist_ok=True)
+        with open(os.path.join(run_dir, 'run.json'), 'w') as handle:  # read by compare, export
+            info = {'command_ranges': getattr(env, 'command_ranges', None)}
+            json.dump(asdict(cfg) | info, handle)
+    runner = _runner_class()(wrapped, train_cfg(cfg), log_dir=run_dir, device=cfg.device)
     if cfg.resume:
         runner.load(cfg.resume, map_location=cfg.device)
         runner.current_learning_iteration += 1  # model_<it> holds the weights after update it
@@ -108,10 +141,11 @@ def train(env, cfg, iterations=None):
         'algorithm': 'ppo',
         'env': cfg.env,
         'iterations': done,
-        'env_steps': done * cfg.steps_per_env * env.num_envs,
+        'env_steps': done * cfg.steps_per_env * env.num_envs * ranks.world_size,
         'final_return': float(np.mean(reward_buffer)) if reward_buffer else None,
         'seconds_per_iteration': seconds / max(1, ran),
         'log_dir': run_dir,
+        'world_size': ranks.world_size,
     }
     return runner, summary
 
@@ -138,21 +172,42 @@ def add_arguments(parser):
 
 
 def run(args):
-    """Train PPO and print one JSON line with the result."""
+    """Train PPO (data-parallel under torchrun) and print one JSON line with the result."""
+    try:
+        ranks, device = distributed.setup(args.device)
+    except ValueError as error:
+        print(f'loco-train ppo: {error}', file=sys.stderr)
+        return 2
+    args.device = device
+    try:
+        return _train(args, ranks)
+    except KeyboardInterrupt:
+        return distributed.interrupted('ppo', ranks)
+    finally:
+        distributed.teardown()
+
+
+def _train(args, ranks):
+    """Build this rank's environments, train, and print the summary on rank 0."""
     from loco_train.envs.vec_env import make_env
 
     cfg = PpoRunConfig(**{k: getattr(args, k) for k in asdict(PpoRunConfig()) if hasattr(args, k)})
-    torch.manual_seed(cfg.seed)
-    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed + ranks.rank)  # rank 0's weights are broadcast at the start
+    np.random.seed(cfg.seed + ranks.rank)
     try:
+        offset, count = ranks.shard(cfg.num_envs)
         extra = env_overrides(args)
-        env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed, **extra)
-    except ValueError as error:  # unknown or missing environment: say so, exit 2
+        if ranks.enabled:
+            if cfg.env != 'anymal':
+                raise ValueError(f'data-parallel training needs --env anymal, not {cfg.env}')
+            extra |= {'env_offset': offset, 'population': cfg.num_envs}
+        env = make_env(cfg.env, count, cfg.device, cfg.seed, **extra)
+    except ValueError as error:  # unknown or missing environment, bad split: say so, exit 2
         print(f'loco-train ppo: {error}', file=sys.stderr)
         return 2
     try:
-        _, summary = train(env, cfg)
+        _, summary = train(env, cfg, ranks=ranks)
     finally:
         env.close()
-    print(json.dumps(summary), flush=True)
+    distributed.main_print(json.dumps(summary), flush=True)
     return 0

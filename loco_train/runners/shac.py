@@ -3,6 +3,10 @@
 The runner owns every side effect; loco_train.shac only computes. Checkpoints hold the whole
 algorithm state plus the exporter's policy entry, written atomically every K iterations and at
 the end, so `loco-train export RUN/checkpoint.pt -o policy.onnx` works on any of them.
+
+Under `torchrun --nproc-per-node K` the same command trains data-parallel
+(loco_train.runners.distributed): --num-envs is the total, N/K per rank; rank 0 alone shows the
+progress bar, writes TensorBoard, checkpoints and the JSON line; --resume loads on every rank.
 """
 
 from collections import deque
@@ -22,6 +26,7 @@ from loco_train.envs.commands import add_command_argument
 from loco_train.envs.rewards import add_override_argument
 from loco_train.policy.atomic_io import atomic_torch_save, torch_load
 from loco_train.policy.export import policy_payload
+from loco_train.runners import distributed
 from loco_train.sac.actor import bounds_from_box
 from loco_train.shac import SHAC, SHACConfig
 
@@ -33,7 +38,7 @@ class ShacRunConfig:
     env: str = 'anymal'
     """Environment name for loco_train.envs.vec_env.make_env; SHAC needs a differentiable one."""
     num_envs: int = 64
-    """N, environments rolled out together."""
+    """N, environments rolled out together (the total over all data-parallel ranks)."""
     iterations: int = 500
     """Windows (actor updates) in total."""
     seed: int = 0
@@ -55,19 +60,39 @@ class ShacRunConfig:
 class ShacRunner:
     """Run SHAC windows on a differentiable VecEnv; log, checkpoint and resume."""
 
-    def __init__(self, env, config):
-        """Build SHAC for the env's observation size and action box."""
+    def __init__(self, env, config, ranks=None):
+        """Build SHAC for the env's observation size and action box (ranks: data parallel)."""
         self.env, self.cfg = env, config
+        self.ranks = ranks or distributed.Ranks()
         b, c = bounds_from_box(env.action_low, env.action_high)
-        self.shac = SHAC(env.obs_dim, b, c, config.shac, config.device)
-        self.run_dir = config.log_dir or os.path.join(
-            'logs', 'shac', config.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S')
+        parallel = self.ranks.enabled
+        self.shac = SHAC(
+            env.obs_dim,
+            b,
+            c,
+            config.shac,
+            config.device,
+            seed=config.seed,
+            sync=distributed if parallel else None,
+            env_offset=getattr(env, 'offset', 0) if parallel else 0,
+            population=config.num_envs if parallel else None,
+        )
+        distributed.broadcast_modules_(  # rank 0's initial weights everywhere
+            self.shac.actor, self.shac.critic, self.shac.target_critic, self.shac.normalizer
+        )
+        self.run_dir = distributed.broadcast_object(
+            config.log_dir
+            or os.path.join(
+                'logs', 'shac', config.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S')
+            )
         )
         self.returns = deque(maxlen=config.return_window)
         self.lengths = deque(maxlen=config.return_window)
         self.env_steps = 0
         self.skipped = 0
         self.writer = None
+        self.iteration_seconds = []  # wall time of each iteration of this invocation (s)
+        self.iteration_cpu_seconds = []  # this process's CPU time of each iteration (s)
 
     @property
     def checkpoint_path(self):
@@ -79,7 +104,9 @@ class ShacRunner:
         return float(np.mean(self.returns)) if self.returns else float('nan')
 
     def save(self):
-        """Write algorithm state, runner counters and the exportable policy atomically."""
+        """Write algorithm state, runner counters and the exportable policy atomically (rank 0)."""
+        if not self.ranks.is_main:
+            return self.checkpoint_path
         state = {
             'shac': self.shac.state_dict(),
             'runner': asdict(self.cfg),
@@ -112,35 +139,48 @@ class ShacRunner:
         """Train until cfg.iterations windows; return the summary."""
         from torch.utils.tensorboard import SummaryWriter  # slow import, only when training
 
-        cfg, env = self.cfg, self.env
-        self.writer = SummaryWriter(self.run_dir)
+        cfg, env, main = self.cfg, self.env, self.ranks.is_main
+        self.writer = SummaryWriter(self.run_dir) if main else None
         obs = env.reset(seed=cfg.seed + self.shac.iterations)
         running = torch.zeros(env.num_envs)
         length = torch.zeros(env.num_envs)
         bar = tqdm(
-            total=cfg.iterations, initial=self.shac.iterations, unit='it', disable=not cfg.progress
+            total=cfg.iterations,
+            initial=self.shac.iterations,
+            unit='it',
+            disable=not (cfg.progress and main),
         )
         while self.shac.iterations < cfg.iterations:
-            start = time.time()
+            start, cpu_start = time.time(), time.process_time()
             self.shac.set_progress(self.shac.iterations / max(1, cfg.iterations))
             obs, metrics, batch = self.shac.train_window(env, obs)
+            returns, lengths = [], []
             for t in range(batch['reward'].shape[0]):
                 running += batch['reward'][t].cpu()
                 length += 1
                 done = (batch['terminated'][t] | batch['truncated'][t]).cpu()
                 if bool(done.any()):
-                    self.returns.extend(running[done].tolist())
-                    self.lengths.extend(length[done].tolist())
+                    returns.extend(running[done].tolist())
+                    lengths.extend(length[done].tolist())
                     running[done], length[done] = 0.0, 0.0
-            self.env_steps += batch['reward'].numel()
+            if self.ranks.enabled:  # every rank's episodes, metrics averaged over ranks
+                pairs = distributed.gather_lists(list(zip(returns, lengths)))
+                returns, lengths = [r for r, _ in pairs], [n for _, n in pairs]
+                metrics = distributed.mean_metrics(metrics)
+            self.returns.extend(returns)
+            self.lengths.extend(lengths)
+            self.env_steps += batch['reward'].numel() * self.ranks.world_size
             self.skipped += int(metrics['skipped_window'])
-            if metrics['skipped_window']:
+            if metrics['skipped_window'] and main:
                 tqdm.write(
                     f'iteration {self.shac.iterations}: non-finite actor loss or gradient,'
                     ' window skipped (weights unchanged)'
                 )
             seconds = time.time() - start
-            self._log(metrics, seconds)
+            self.iteration_seconds.append(seconds)
+            self.iteration_cpu_seconds.append(time.process_time() - cpu_start)
+            if main:
+                self._log(metrics, seconds)
             bar.set_postfix(
                 ret=f'{self.mean_return():.2f}',
                 len=f'{np.mean(self.lengths) if self.lengths else 0:.0f}',
@@ -151,7 +191,8 @@ class ShacRunner:
                 self.save()
         bar.close()
         self.save()
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
         return self.summary()
 
     def _log(self, metrics, seconds):
@@ -177,13 +218,28 @@ class ShacRunner:
             'mean_episode_length': float(np.mean(self.lengths)) if self.lengths else None,
             'skipped_windows': self.skipped,
             'checkpoint': self.checkpoint_path,
+            'world_size': self.ranks.world_size,
+            'num_envs': self.cfg.num_envs,
+            # median wall time of this invocation's iterations after its first (Warp's first
+            # launches and allocator warm-up), None with fewer than two
+            'iteration_s': _median_after_first(self.iteration_seconds),
+            'iteration_cpu_s': _median_after_first(self.iteration_cpu_seconds),  # rank 0's
         }
+
+
+def _median_after_first(values):
+    """Median of values[1:] (None with fewer than two values)."""
+    return float(np.median(values[1:])) if len(values) > 1 else None
 
 
 OPTIONS = {
     # flag: (config attribute path, help)
     'env': ('env', 'differentiable environment (default %(default)s)'),
-    'num_envs': ('num_envs', 'environments rolled out together (default %(default)s)'),
+    'num_envs': (
+        'num_envs',
+        'environments rolled out together; under torchrun the total, split evenly over the ranks'
+        ' (default %(default)s)',
+    ),
     'iterations': ('iterations', 'SHAC windows in total (default %(default)s)'),
     'seed': ('seed', 'seed (default %(default)s)'),
     'device': ('device', 'torch device (default %(default)s)'),
@@ -244,37 +300,61 @@ def config_from_args(args):
 
 
 def run(args):
-    """Train SHAC and print one JSON line with the result."""
+    """Train SHAC (data-parallel under torchrun) and print one JSON line with the result."""
+    try:
+        ranks, device = distributed.setup(args.device)
+    except ValueError as error:
+        print(f'loco-train shac: {error}', file=sys.stderr)
+        return 2
+    args.device = device
+    try:
+        return _train(args, ranks)
+    except KeyboardInterrupt:
+        return distributed.interrupted('shac', ranks)
+    finally:
+        distributed.teardown()
+
+
+def _train(args, ranks):
+    """Build this rank's environments and runner, train, and print the summary on rank 0."""
     from loco_train.envs.vec_env import make_env
 
     cfg = config_from_args(args)
     if args.resume and not cfg.log_dir:
         cfg.log_dir = os.path.dirname(os.path.abspath(args.resume))
-    torch.manual_seed(cfg.seed)
-    np.random.seed(cfg.seed)
+    population = {}
     try:
+        offset, count = ranks.shard(cfg.num_envs)
+        if ranks.enabled:
+            if cfg.env != 'anymal':
+                raise ValueError(f'data-parallel training needs --env anymal, not {cfg.env}')
+            population = {'env_offset': offset, 'population': cfg.num_envs}
+        torch.manual_seed(cfg.seed)  # the networks start alike on every rank
+        np.random.seed(cfg.seed + ranks.rank)
         env = make_env(
             cfg.env,
-            cfg.num_envs,
+            count,
             cfg.device,
-            cfg.seed,
+            cfg.seed,  # one population seed; each rank keeps its rows of it
             differentiable=True,
             contact=args.contact,
             adjoint_clip=args.adjoint_clip,
+            **population,
             **env_overrides(args),
         )
-    except ValueError as error:  # unknown or missing environment: say so, exit 2
+    except ValueError as error:  # unknown or missing environment, bad split: say so, exit 2
         print(f'loco-train shac: {error}', file=sys.stderr)
         return 2
     if not hasattr(env, 'detach'):
         print(f'loco-train shac: {cfg.env} is not differentiable (no detach())', file=sys.stderr)
         return 2
     try:
-        runner = ShacRunner(env, cfg)
+        runner = ShacRunner(env, cfg, ranks)
+        torch.manual_seed(cfg.seed + ranks.rank)  # anything else random differs per rank
         if args.resume:
             runner.load(args.resume)
         summary = runner.learn()
     finally:
         env.close()
-    print(json.dumps(summary), flush=True)
+    distributed.main_print(json.dumps(summary), flush=True)
     return 0

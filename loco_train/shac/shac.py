@@ -9,6 +9,12 @@ backpropagated through the simulator into the actor; a window is cut at an episo
 (terminated: bootstrap 0; truncated: bootstrap from the pre-reset observation) and restarted.
 The critic V is then fitted to TD(lambda) targets of the same window over several minibatch
 passes, and the target critic follows it by a soft update. No I/O here.
+
+Data parallel: each rank holds rows [env_offset, env_offset + n) of a population of environments.
+The exploration noise and the critic's minibatches are drawn for the whole population from a
+generator seeded alike on every rank and sliced, and `sync` (loco_train.runners.distributed)
+averages the gradients and merges the normaliser's statistics, so K ranks update exactly as one
+process with the whole population would.
 """
 
 import copy
@@ -81,10 +87,32 @@ class Critic(nn.Module):
 class SHAC:
     """Actor, critic, target critic, normaliser and their optimisers; one window per call."""
 
-    def __init__(self, obs_dim, action_bias, action_scale, config=None, device='cpu'):
-        """Build the networks for obs_dim inputs and the action box b +- c."""
+    def __init__(
+        self,
+        obs_dim,
+        action_bias,
+        action_scale,
+        config=None,
+        device='cpu',
+        seed=None,
+        sync=None,
+        env_offset=0,
+        population=None,
+    ):
+        """Build the networks for obs_dim inputs and the action box b +- c.
+
+        seed seeds the exploration noise and critic minibatches, the same on every rank (None:
+        drawn from torch's global generator). sync, when given, provides all_reduce_sum_(tensor),
+        all_true(flag) and reduce_gradients_(parameters, average) over ranks; env_offset and
+        population place this rank's environments in the population (None: one process with
+        all of them).
+        """
         self.cfg = config or SHACConfig()
         self.device = torch.device(device)
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)))
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.sync, self.env_offset, self.population = sync, int(env_offset), population
         self.actor_kwargs = dict(
             obs_dim=obs_dim,
             action_bias=[float(v) for v in action_bias],
@@ -104,6 +132,22 @@ class SHAC:
             self.critic.parameters(), self.cfg.critic_lr, betas=betas
         )
         self.iterations = 0
+
+    def _rows(self, n):
+        """(population size, slice of this rank's rows) for n local environments."""
+        return self.population or n, slice(self.env_offset, self.env_offset + n)
+
+    def sample_action(self, obs_n):
+        """Action b + c tanh(mu + sigma eps) (N, d); eps drawn for the population, our rows.
+
+        obs_n (N, obs_dim) is normalised; the actor's reparameterised sample with the noise from
+        the shared generator instead of torch's global one.
+        """
+        mu, log_sigma = self.actor.gaussian(obs_n)
+        total, rows = self._rows(obs_n.shape[0])
+        eps = torch.randn((total, mu.shape[1]), generator=self.generator, dtype=mu.dtype)
+        x = mu + log_sigma.exp() * eps[rows].to(mu.device)  # (N, d) latent action
+        return self.actor.b + self.actor.c * torch.tanh(x)
 
     def normalize(self, obs):
         """Normalised observation, differentiable in obs."""
@@ -137,8 +181,9 @@ class SHAC:
         logged = {}  # env's per-step scalars (e.g. each reward term), averaged over the window
         for _ in range(cfg.horizon):
             if cfg.normalize_obs:
-                self.normalizer.update(obs.detach())
-            action, _ = self.actor.sample(self.normalize(obs))
+                reduce = self.sync.all_reduce_sum_ if self.sync is not None else None
+                self.normalizer.update(obs.detach(), all_reduce=reduce)
+            action = self.sample_action(self.normalize(obs))
             next_obs, reward, terminated, truncated, extras = env.step(action)
             final_obs = extras.get('final_obs', next_obs)
             for key, value in extras.get('log', {}).items():
@@ -164,8 +209,13 @@ class SHAC:
 
         metrics = {'actor_loss': float(loss.detach()), 'skipped_window': 0.0}
         self.actor_opt.zero_grad(set_to_none=True)
-        if torch.isfinite(loss):
+        finite = bool(torch.isfinite(loss))
+        if self.sync is not None:  # every rank takes the same branch
+            finite = self.sync.all_true(finite)
+        if finite:
             loss.backward()
+            if self.sync is not None:  # mean over ranks of equal-size means: the global mean
+                self.sync.reduce_gradients_(self.actor.parameters(), average=True)
             grad_norm = nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_norm)
             metrics['actor_grad_norm'] = float(grad_norm)
             if torch.isfinite(grad_norm):
@@ -215,25 +265,59 @@ class SHAC:
         return targets
 
     def fit_critic(self, batch):
-        """Regress V(s_t) on TD(lambda) targets over minibatch passes; return loss metrics."""
+        """Regress V(s_t) on TD(lambda) targets over minibatch passes; return loss metrics.
+
+        A pass permutes the window's H x population samples; each minibatch's loss is the sum of
+        squared errors over this rank's finite samples in it divided by the minibatch's finite
+        count over all ranks, so the summed gradients are those of the whole minibatch's mean.
+        """
         cfg = self.cfg
-        targets = self.td_lambda_targets(batch).reshape(-1)
+        horizon, n = batch['reward'].shape
+        total, _ = self._rows(n)
+        targets = self.td_lambda_targets(batch).reshape(-1)  # (H n,), row t n + j
         obs = self.normalize(batch['obs'].reshape(-1, batch['obs'].shape[-1])).detach()
-        finite = torch.isfinite(targets) & torch.all(torch.isfinite(obs), dim=1)
-        obs, targets = obs[finite], targets[finite]
-        size = max(1, math.ceil(obs.shape[0] / cfg.critic_minibatches))
-        last = float('nan')
-        for _ in range(cfg.critic_iterations):
-            order = torch.randperm(obs.shape[0], device=self.device)
-            for start in range(0, obs.shape[0], size):
-                idx = order[start : start + size]
-                value_loss = torch.mean((self.critic(obs[idx]) - targets[idx]) ** 2)
+        finite = (torch.isfinite(targets) & torch.all(torch.isfinite(obs), dim=1)).cpu()
+        samples = horizon * total
+        size = max(1, math.ceil(samples / cfg.critic_minibatches))
+        chunks = math.ceil(samples / size)
+        # global sample t * total + env_offset + j; the same permutations on every rank
+        orders = torch.stack(
+            [
+                torch.randperm(samples, generator=self.generator)
+                for _ in range(cfg.critic_iterations)
+            ]
+        )  # (I, H total)
+        col = orders % total - self.env_offset
+        mine = (col >= 0) & (col < n)
+        local = torch.where(
+            mine, (orders // total) * n + col, torch.zeros_like(col)
+        )  # (I, H total)
+        keep = mine & finite[local]
+        padded = torch.zeros(cfg.critic_iterations, chunks * size, dtype=torch.float64)
+        padded[:, :samples] = keep.double()
+        counts = padded.view(cfg.critic_iterations, chunks, size).sum(dim=2)  # (I, C) finite
+        if self.sync is not None:
+            self.sync.all_reduce_sum_(counts)
+        last = torch.full((), float('nan'), dtype=torch.float64)
+        for i in range(cfg.critic_iterations):
+            for c in range(chunks):
+                if counts[i, c] == 0:
+                    continue
+                part = slice(c * size, (c + 1) * size)
+                idx = local[i, part][keep[i, part]].to(self.device)
+                error = self.critic(obs[idx]) - targets[idx]
+                value_loss = torch.sum(error**2) / float(counts[i, c])
                 self.critic_opt.zero_grad(set_to_none=True)
                 value_loss.backward()
+                if self.sync is not None:
+                    self.sync.reduce_gradients_(self.critic.parameters(), average=False)
                 nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.grad_norm)
                 self.critic_opt.step()
-                last = float(value_loss.detach())
-        return {'critic_loss': last, 'value_target_mean': float(targets.mean())}
+                last = value_loss.detach().double().cpu()
+        if self.sync is not None:  # each rank's share of the last minibatch's mean
+            last = self.sync.all_reduce_sum_(torch.nan_to_num(last.clone(), nan=0.0))
+        target_mean = targets[finite.to(targets.device)].mean()
+        return {'critic_loss': float(last), 'value_target_mean': float(target_mean)}
 
     @torch.no_grad()
     def soft_update(self):
@@ -252,6 +336,7 @@ class SHAC:
             'actor_opt': self.actor_opt.state_dict(),
             'critic_opt': self.critic_opt.state_dict(),
             'iterations': self.iterations,
+            'generator': self.generator.get_state(),
         }
 
     def load_state_dict(self, state):
@@ -263,3 +348,5 @@ class SHAC:
         self.actor_opt.load_state_dict(state['actor_opt'])
         self.critic_opt.load_state_dict(state['critic_opt'])
         self.iterations = int(state['iterations'])
+        if 'generator' in state:
+            self.generator.set_state(state['generator'])

@@ -1,0 +1,221 @@
+"""Data-parallel training under torchrun: process group, rank helpers, all-reduces, rank-0 I/O.
+
+`torchrun --nproc-per-node K -m loco_train.cli shac --num-envs N ...` starts K ranks. N is the
+total: rank r steps environments [r N/K, (r+1) N/K) of one population (the environment draws
+its randomness for the whole population and keeps its rows, so K ranks step exactly the
+environments one process would). Gradients are averaged over ranks before clipping, normaliser
+statistics are merged from every rank's batch, and only rank 0 logs and writes checkpoints.
+
+Gloo serves CPU runs and NCCL CUDA ones (rank r on cuda:LOCAL_RANK). LOCO_DIST_TIMEOUT_S bounds
+how long a collective waits for a rank that has died (default 300 s). torchrun starts each rank
+in its own session, so Ctrl-C reaches torchrun alone; it ends the ranks with SIGTERM, as it does
+when one rank dies. A rank takes SIGTERM like Ctrl-C: it unwinds, leaves the group, exits 130.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+import os
+import signal
+import sys
+
+import torch
+import torch.distributed as dist
+
+TIMEOUT_ENV = 'LOCO_DIST_TIMEOUT_S'
+"""Environment variable: seconds a collective waits before it fails."""
+
+UNSUPPORTED = {'sac': 'SAC data-parallel training is not supported yet'}
+"""Subcommands that refuse to run with more than one rank, and why."""
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where this process stands: rank r of world_size, on local device local_rank."""
+
+    rank: int = 0
+    """Global rank (0 logs and checkpoints)."""
+    world_size: int = 1
+    """Number of ranks."""
+    local_rank: int = 0
+    """Rank on this machine (selects cuda:local_rank)."""
+
+    @property
+    def enabled(self):
+        """True when more than one rank trains."""
+        return self.world_size > 1
+
+    @property
+    def is_main(self):
+        """True on rank 0, the one that logs and writes files."""
+        return self.rank == 0
+
+    def shard(self, total):
+        """(offset, count): this rank's rows of a population of total environments."""
+        if total % self.world_size:
+            raise ValueError(
+                f'--num-envs {total} is the total over {self.world_size} ranks and must be a '
+                'multiple of it'
+            )
+        count = total // self.world_size
+        return self.rank * count, count
+
+
+def ranks_from_environment(environ=None):
+    """Ranks as torchrun describes them in WORLD_SIZE, RANK, LOCAL_RANK (one rank without)."""
+    environ = os.environ if environ is None else environ
+    try:
+        ranks = Ranks(
+            int(environ.get('RANK', 0)),
+            int(environ.get('WORLD_SIZE', 1)),
+            int(environ.get('LOCAL_RANK', 0)),
+        )
+    except ValueError as error:
+        raise ValueError(f'torchrun variables RANK, WORLD_SIZE, LOCAL_RANK: {error}') from None
+    if ranks.world_size < 1 or not 0 <= ranks.rank < ranks.world_size:
+        raise ValueError(f'rank {ranks.rank} of world size {ranks.world_size} is not valid')
+    return ranks
+
+
+def refuse_unsupported(command):
+    """An error line when command cannot run on several ranks, else None."""
+    if command in UNSUPPORTED and ranks_from_environment().enabled:
+        return f'loco-train {command}: {UNSUPPORTED[command]} (run it without torchrun)'
+    return None
+
+
+def timeout_s():
+    """Seconds a collective may wait (LOCO_DIST_TIMEOUT_S, default 300)."""
+    value = float(os.environ.get(TIMEOUT_ENV, '300'))
+    if not value > 0:
+        raise ValueError(f'{TIMEOUT_ENV}={value}: must be positive')
+    return value
+
+
+def setup(device='cpu'):
+    """Join the process group torchrun describes; return (Ranks, the device this rank uses).
+
+    One rank (plain `python -m loco_train.cli` or torchrun with one process) starts no group.
+    Each rank runs torch on one thread unless OMP_NUM_THREADS says otherwise.
+    """
+    ranks = ranks_from_environment()
+    if not ranks.enabled:
+        return ranks, device
+    signal.signal(signal.SIGTERM, _interrupt)
+    torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS') or 1))
+    cuda = str(device).startswith('cuda')
+    if cuda:
+        device = f'cuda:{ranks.local_rank}'
+        torch.cuda.set_device(ranks.local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group(
+            backend='nccl' if cuda else 'gloo',
+            rank=ranks.rank,
+            world_size=ranks.world_size,
+            timeout=timedelta(seconds=timeout_s()),
+        )
+    return ranks, device
+
+
+def _interrupt(signum, frame):
+    """SIGTERM handler: unwind like Ctrl-C."""
+    raise KeyboardInterrupt(f'signal {signum}')
+
+
+def teardown():
+    """Leave the process group (no-op without one)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def active():
+    """True when a process group of more than one rank is initialised."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def all_reduce_sum_(tensor):
+    """Sum tensor over ranks in place and return it (unchanged with one rank)."""
+    if active():
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def all_true(flag):
+    """True when flag (a bool or 0-d tensor) is true on every rank."""
+    value = torch.tensor(1.0 if bool(flag) else 0.0, dtype=torch.float64)
+    if active():
+        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+    return bool(value > 0.5)
+
+
+def reduce_gradients_(parameters, average=True):
+    """Sum (average=False) or average the .grad of parameters over ranks, packed in one buffer.
+
+    A parameter without a gradient counts as a zero gradient, so every rank reduces the same
+    buffer whatever its own batch reached.
+    """
+    params = [p for p in parameters if p.requires_grad]
+    if not active() or not params:
+        return
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.reshape(-1) for p in params])  # (sum of numel,)
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    if average:
+        flat /= dist.get_world_size()
+    start = 0
+    for p in params:
+        p.grad.copy_(flat[start : start + p.numel()].view_as(p.grad))
+        start += p.numel()
+
+
+def broadcast_modules_(*modules):
+    """Copy rank 0's parameters and buffers into every rank's modules."""
+    if not active():
+        return
+    for module in modules:
+        for tensor in list(module.parameters()) + list(module.buffers()):
+            with torch.no_grad():
+                dist.broadcast(tensor.data, src=0)
+
+
+def broadcast_object(value):
+    """Rank 0's value of a picklable object, on every rank."""
+    if not active():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather_lists(values):
+    """Concatenate a picklable list over ranks (rank order); the list itself with one rank."""
+    if not active():
+        return list(values)
+    boxes = [None] * dist.get_world_size()
+    dist.all_gather_object(boxes, list(values))
+    return [v for box in boxes for v in box]
+
+
+def mean_metrics(metrics):
+    """Average a dict of float metrics over ranks (every rank passes the same keys)."""
+    if not active() or not metrics:
+        return dict(metrics)
+    keys = sorted(metrics)
+    values = torch.tensor([float(metrics[k]) for k in keys], dtype=torch.float64)
+    dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    values /= dist.get_world_size()
+    return dict(zip(keys, values.tolist()))
+
+
+def main_print(*args, **kwargs):
+    """print() on rank 0 only."""
+    if not active() or dist.get_rank() == 0:
+        print(*args, **kwargs)
+
+
+def interrupted(command, ranks):
+    """Report a Ctrl-C once (rank 0) and return the shell's exit status for SIGINT."""
+    if ranks.is_main:
+        print(f'loco-train {command}: interrupted', file=sys.stderr, flush=True)
+    return 130
