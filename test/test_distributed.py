@@ -286,3 +286,21 @@ def test_ppo_two_ranks(tmp_path):
     assert summary['env_steps'] == 2 * 4 * 8
     assert (tmp_path / 'model_1.pt').exists() and (tmp_path / 'run.json').exists()
     assert len(list(tmp_path.glob('events.out.tfevents.*'))) == 1
+
+
+def test_bench_distributed_prints_rates():
+    """`loco-train bench distributed` times real 1- and 2-rank runs; JSON as the last line."""
+    done = _run(
+        [sys.executable, '-m', 'loco_train.cli', 'bench', 'distributed']
+        + ['--envs=8', '--horizon=4', '--iterations=2', '--repeats=1'],
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result['benchmark'] == 'distributed' and result['ranks'] == 2
+    for ranks in ('1', '2'):
+        (rate,) = result['env_steps_per_s'][ranks]
+        assert rate > 0
+        (cpu,) = result['rank_cpu_s_per_iteration'][ranks]
+        assert cpu > 0
+    assert result['speedup'] > 0 and isinstance(result['meets_target'], bool)
