@@ -57,6 +57,7 @@ setup(
             'sim_robot = loco_policy.nodes.sim_robot:main',
             'recorder = loco_policy.nodes.recorder:main',
             'command_source = loco_policy.nodes.command_source:main',
+            'excitation = loco_policy.nodes.excitation:main',
             'robot_description = loco_policy.nodes.robot_description:main',
         ],
     },

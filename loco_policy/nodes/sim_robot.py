@@ -3,7 +3,9 @@
 Consumes /joint_command (loco_policy.control.joint_command contract), applies the PD actuator at
 every physics step of the chosen backend (sim_backends: mujoco or warp) and publishes
 /joint_states, /imu and /odom at publish_rate. Before the first command the robot holds the default
-pose (as on its hoist); without commands for command_timeout it only damps. Service ~/reset
+pose (as on its hoist); without commands for command_timeout it only damps. actuator_file names
+an actuator model YAML (loco-train fit-actuator: realised gains, armature, friction, damping,
+delay; actuator_delay overrides its delay); fixed_base welds the base in the air. Service ~/reset
 (Trigger). With publish_description it latches the URDF on /robot_description and, where tf2_msgs
 is importable, publishes /tf (odom -> base and the joints) with the sensors (robot_tf).
 """
@@ -53,6 +55,9 @@ class SimRobot(Node):
         self.declare_parameter('cpu_affinity', '', any_type())  # e.g. '0': pin the node to CPU 0
         self.declare_parameter('cpu_dma_latency', -1)  # us; >= 0 holds CPUs out of deep idle
         self.declare_parameter('publish_description', True)  # /robot_description (+ /tf)
+        self.declare_parameter('actuator_file', '')  # actuator model YAML; '': PD in Python
+        self.declare_parameter('actuator_delay', -1.0)  # s, >= 0 overrides the file's delay
+        self.declare_parameter('fixed_base', False)  # base welded in the air (hanging robot)
         get = lambda name: self.get_parameter(name).value  # noqa: E731
         self.get_logger().info(set_realtime_priority(int(get('realtime_priority'))))
         self.get_logger().info(hold_cpu_dma_latency(int(get('cpu_dma_latency'))))
@@ -60,7 +65,10 @@ class SimRobot(Node):
             float(get('payload')), float(get('friction')), float(get('gain_scale')),
             float(get('latency')),
         )  # fmt: skip
-        self.backend = make_backend(get('backend'), self.perturbation)
+        actuator = _actuator_params(str(get('actuator_file')), float(get('actuator_delay')))
+        self.backend = make_backend(
+            get('backend'), self.perturbation, actuator, bool(get('fixed_base'))
+        )
         self.command_timeout = float(get('command_timeout'))
         self.publishing = bool(get('publishing'))
         self.period = 1.0 / float(get('publish_rate'))  # s
@@ -83,7 +91,8 @@ class SimRobot(Node):
         self.create_timer(self.period, self.on_tick, clock=steady_clock())  # as timer_origin
         self.get_logger().info(
             f'sim_robot: backend {get("backend")}, physics dt {self.backend.dt} s, '
-            f'publishing at {get("publish_rate")} Hz, {self.perturbation}'
+            f'publishing at {get("publish_rate")} Hz, {self.perturbation}, '
+            f'actuator model {get("actuator_file") or "none"}, fixed_base {get("fixed_base")}'
         )
         # last: every middleware thread exists now
         self.get_logger().info(set_cpu_affinity(str(get('cpu_affinity'))))
@@ -185,6 +194,18 @@ class SimRobot(Node):
         if self.robot_tf is not None and self.robot_tf.live:  # after the sensors: off their clock
             positions = dict(zip(spec.JOINT_NAMES, state.q.tolist()))
             self.robot_tf.publish(stamp, positions, (state.base_pos, state.base_quat))
+
+
+def _actuator_params(path, delay):
+    """ActuatorParams from the YAML at path (None for ''), the delay overridden when >= 0."""
+    if not path:
+        if delay >= 0.0:
+            raise ValueError('actuator_delay needs actuator_file (the actuator model)')
+        return None
+    from loco_train.actuator import model  # numpy + yaml only
+
+    params = model.read(path)
+    return params.with_values(delay=delay) if delay >= 0.0 else params
 
 
 def main(args=None):

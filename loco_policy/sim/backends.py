@@ -6,6 +6,13 @@
 against it is also a sim2sim check. The Warp backend is the project's own simulator,
 ``loco_train.sim.Simulator`` (imported only when chosen; it brings warp-lang, a training
 dependency); where that module is absent this fails and says what is missing.
+
+The MuJoCo backend takes an optional actuator model (``loco_train.actuator.model.ActuatorParams``:
+realised gains as multipliers on the commanded ones, armature, Coulomb friction, viscous damping,
+one command delay), run by MuJoCo's native actuators (``loco_train.actuator.mjcf``) so that the
+fit's ``mujoco.rollout`` steps the same model; without one it applies the PD law in Python
+through the description's torque motors (the behaviour without an actuator model). ``fixed_base``
+welds the base in the air (a robot hanging on its hoist).
 """
 
 from dataclasses import dataclass
@@ -76,12 +83,27 @@ def hold_command():
 class MujocoBackend:
     """ANYmal C in MuJoCo from the package's description, PD torques at every physics step."""
 
-    def __init__(self, perturbation=Perturbation()):
-        """Compile the description and apply the perturbation."""
+    def __init__(self, perturbation=Perturbation(), actuator=None, fixed_base=False):
+        """Compile the description (actuator model, fixed base) and apply the perturbation.
+
+        actuator: ActuatorParams or None (PD in Python on torque motors); fixed_base: base welded
+        at the hanging height, contacts off.
+        """
         import mujoco  # deferred: only the simulated robot needs MuJoCo
 
         self._mj = mujoco
-        self.model = description.load_model()
+        self.actuator, self.fixed_base = actuator, bool(fixed_base)
+        self._drives = None
+        if actuator is None and not fixed_base:
+            self.model = description.load_model()
+        else:
+            from loco_train.actuator import mjcf  # numpy + mujoco only
+
+            self.model = mjcf.build_spec(actuator, self.fixed_base).compile()
+            if actuator is not None:
+                self._drives = mjcf.Drives(self.model)
+                self._command_ctrl = mjcf.command_ctrl
+        self._qi, self._vi = (0, 0) if self.fixed_base else (7, 6)  # joints' qpos, qvel start
         self.perturbation = perturbation
         base = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, spec.BASE_BODY)
         self.model.body_mass[base] += perturbation.payload
@@ -94,32 +116,67 @@ class MujocoBackend:
     def reset(self):
         """Put the robot at the default pose, base at the default height, at rest."""
         self._mj.mj_resetData(self.model, self.data)
-        self.data.qpos[:] = description.default_qpos()
+        self.data.qpos[:] = description.default_qpos()[7 - self._qi :]
+        self._gains = None
+        if self._drives is not None:  # the hold command was in force before t = 0
+            hold = hold_command()
+            self._set_gains(hold)
+            self._drives.init_history(self.data, self._command_ctrl(hold))
         self._mj.mj_forward(self.model, self.data)
         self._prev_vel = np.zeros(3)
+
+    def _set_gains(self, command):
+        """Write the realised gains and torque limit of command into the actuator model."""
+        scale = self.perturbation.gain_scale
+        limit = np.minimum(command.torque_limit, spec.TORQUE_LIMIT)
+        gains = (command.kp.tobytes(), command.kd.tobytes(), limit.tobytes())
+        if gains != self._gains:  # the model's gains change only with the mode
+            kp = scale * self.actuator.kp_scale * command.kp  # (12,) N m/rad
+            kd = scale * self.actuator.kd_scale * command.kd  # (12,) N m s/rad
+            self._drives.set_gains(kp, kd, limit)
+            self._gains = gains
 
     def step(self, command):
         """Advance one physics step (dt) with PD torques from command (None: hold)."""
         command = command or hold_command()
-        q, qd = self.data.qpos[7:], self.data.qvel[6:]
-        self.data.ctrl[:] = joint_command.pd_torque(command, q, qd, self.perturbation.gain_scale)
-        self._prev_vel = self.data.qvel[:3].copy()
+        if self._drives is None:
+            q, qd = self.data.qpos[self._qi :], self.data.qvel[self._vi :]
+            scale = self.perturbation.gain_scale
+            self.data.ctrl[:] = joint_command.pd_torque(command, q, qd, scale)
+        else:  # the actuator model: MuJoCo's drives, delayed command
+            self._set_gains(command)
+            self.data.ctrl[:] = self._command_ctrl(command)
+        self._prev_vel = self._base_velocity()
         self._mj.mj_step(self.model, self.data)
+
+    def _base_velocity(self):
+        """(3,) base linear velocity (m/s), world frame (zero for a fixed base)."""
+        return np.zeros(3) if self.fixed_base else self.data.qvel[:3].copy()
 
     def state(self):
         """Return the sensor view of the current state."""
-        quat = self.data.qpos[3:7].copy()
-        world_vel = self.data.qvel[:3].copy()
+        if self.fixed_base:
+            quat = np.array([1.0, 0.0, 0.0, 0.0])
+            base_pos = self.model.body(spec.BASE_BODY).pos.copy()
+            base_ang_vel = np.zeros(3)
+        else:
+            quat, base_pos = self.data.qpos[3:7].copy(), self.data.qpos[:3].copy()
+            base_ang_vel = self.data.qvel[3:6].copy()  # MuJoCo: body frame already
+        world_vel = self._base_velocity()
         world_acc = (world_vel - self._prev_vel) / self.dt - spec.GRAVITY
+        if self._drives is None:
+            tau = self.data.ctrl.copy()
+        else:  # the drives' torque at each joint (clipped to the limit) during the last step
+            tau = self.data.qfrc_actuator[self._drives.dofs].copy()
         return RobotState(
             time=float(self.data.time),
-            q=self.data.qpos[7:].copy(),
-            qd=self.data.qvel[6:].copy(),
-            tau=self.data.ctrl.copy(),
-            base_pos=self.data.qpos[:3].copy(),
+            q=self.data.qpos[self._qi :].copy(),
+            qd=self.data.qvel[self._vi :].copy(),
+            tau=tau,
+            base_pos=base_pos,
             base_quat=quat,
             base_lin_vel=quat_rotate_inverse(quat, world_vel),
-            base_ang_vel=self.data.qvel[3:6].copy(),  # MuJoCo: body frame already
+            base_ang_vel=base_ang_vel,
             base_lin_acc=quat_rotate_inverse(quat, world_acc),
         )
 
@@ -201,10 +258,17 @@ def _warp_backend(perturbation):
     return WarpBackend(module, perturbation)
 
 
-def make_backend(name='mujoco', perturbation=Perturbation()):
-    """Build the named backend ('mujoco' or 'warp'); raise SimBackendError naming the problem."""
+def make_backend(name='mujoco', perturbation=Perturbation(), actuator=None, fixed_base=False):
+    """Build the named backend ('mujoco' or 'warp'); raise SimBackendError naming the problem.
+
+    actuator (ActuatorParams) and fixed_base are MuJoCo-only.
+    """
     if name == 'mujoco':
-        return MujocoBackend(perturbation)
+        return MujocoBackend(perturbation, actuator, fixed_base)
     if name == 'warp':
+        if actuator is not None or fixed_base:
+            raise SimBackendError(
+                "backend 'warp' has no actuator model or fixed base yet; use backend:=mujoco"
+            )
         return _warp_backend(perturbation)
     raise SimBackendError(f'unknown backend {name!r}; choose one of {", ".join(BACKENDS)}')

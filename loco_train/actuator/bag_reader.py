@@ -1,0 +1,270 @@
+"""rosbag2 (MCAP) recordings of /joint_states and /joint_command as aligned numpy arrays.
+
+A BAG argument is a rosbag2 directory (metadata.yaml + .mcap), a recorder output root holding
+such splits (read in order, as one recording) or one .mcap file. Joints are matched by name
+(any order; the 12 robot joints must all be there), times are the messages' header stamps.
+Each recording is cut into segments wherever /joint_states or /joint_command pause (a gap longer
+than GAP_FACTOR median periods and MIN_GAP) or the commanded gains change; the fit puts the
+commands on the physics grid by zero-order hold (``hold_on_grid``).
+"""
+
+from dataclasses import dataclass
+import hashlib
+import os
+
+import numpy as np
+
+from loco_policy import spec
+from loco_policy.control import joint_command
+
+STATE_TOPIC = '/joint_states'
+COMMAND_TOPIC = '/joint_command'
+
+GAP_FACTOR = 5.0
+"""A pause longer than this many median message periods (and than MIN_GAP) splits a recording."""
+
+MIN_GAP = 0.05
+"""Shortest pause (s) that counts as a gap (shorter ones are scheduling jitter; the drive holds
+the last command through them, as the zero-order hold does)."""
+
+STAMP_TOLERANCE = 1e-6
+"""A command stamped up to this long (s) after a physics step's start is in force for it (stamps
+are whole nanoseconds: equal times on two clocks may round apart)."""
+
+MIN_SEGMENT = 1.0
+"""Shortest segment (s) kept; shorter pieces between gaps are dropped."""
+
+
+class BagError(ValueError):
+    """A recording that cannot be used, with the reason."""
+
+
+@dataclass
+class Segment:
+    """A stretch of one recording without gaps and with constant commanded gains, robot order."""
+
+    bag: str
+    """Path of the recording."""
+    t: np.ndarray
+    """(N,) /joint_states stamps (s, the recording's clock)."""
+    q: np.ndarray
+    """(N, 12) joint positions (rad)."""
+    qd: np.ndarray
+    """(N, 12) joint velocities (rad/s)."""
+    tau: np.ndarray
+    """(N, 12) joint efforts (N m)."""
+    cmd_t: np.ndarray
+    """(M,) /joint_command stamps (s)."""
+    cmd_q: np.ndarray
+    """(M, 12) q* (rad)."""
+    cmd_qd: np.ndarray
+    """(M, 12) qd* (rad/s)."""
+    cmd_ff: np.ndarray
+    """(M, 12) tau_ff (N m)."""
+    kp: np.ndarray
+    """(12,) commanded kp (N m/rad), constant over the segment."""
+    kd: np.ndarray
+    """(12,) commanded kd (N m s/rad)."""
+    limit: np.ndarray
+    """(12,) commanded torque limit (N m)."""
+
+    @property
+    def duration(self):
+        """Length (s) of the segment's joint-state stream."""
+        return float(self.t[-1] - self.t[0])
+
+    def window(self, start, end):
+        """The part of the segment with state stamps in [start, end) s (commands kept before)."""
+        keep = (self.t >= start) & (self.t < end)
+        ckeep = self.cmd_t < end
+        return Segment(self.bag, self.t[keep], self.q[keep], self.qd[keep], self.tau[keep],
+                       self.cmd_t[ckeep], self.cmd_q[ckeep], self.cmd_qd[ckeep],
+                       self.cmd_ff[ckeep], self.kp, self.kd, self.limit)  # fmt: skip
+
+
+def bag_paths(path):
+    """The rosbag2 directories (or the .mcap file) that make up the recording at path."""
+    if os.path.isfile(path):
+        if not path.endswith('.mcap'):
+            raise BagError(f'{path}: not an MCAP file or a rosbag2 directory')
+        return [path]
+    if not os.path.isdir(path):
+        raise BagError(f'{path}: no such bag')
+    if os.path.isfile(os.path.join(path, 'metadata.yaml')):
+        return [path]
+    splits = sorted(
+        os.path.join(path, name) for name in os.listdir(path)
+        if os.path.isfile(os.path.join(path, name, 'metadata.yaml'))
+    )  # fmt: skip
+    if not splits:
+        raise BagError(f'{path}: neither a rosbag2 directory nor a root of bag splits')
+    return splits
+
+
+def sha256(path):
+    """Hex sha256 of the recording's MCAP bytes (its files in name order)."""
+    digest = hashlib.sha256()
+    files = []
+    for part in bag_paths(path):
+        if os.path.isfile(part):
+            files.append(part)
+        else:
+            files += sorted(os.path.join(part, n) for n in os.listdir(part) if n.endswith('.mcap'))
+    for name in files:
+        with open(name, 'rb') as stream:
+            for block in iter(lambda: stream.read(2**20), b''):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _messages(path):
+    """[(topic, message)] of the two topics in the recording, in file order per part."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import get_typestore
+
+    from loco_policy.tools.bag_writer import TYPESTORE
+
+    out = {STATE_TOPIC: [], COMMAND_TOPIC: []}
+    typestore = get_typestore(TYPESTORE)
+    for part in bag_paths(path):
+        try:
+            with AnyReader([_as_path(part)], default_typestore=typestore) as reader:
+                connections = [c for c in reader.connections if c.topic in out]
+                for connection, _, raw in reader.messages(connections=connections):
+                    out[connection.topic].append(reader.deserialize(raw, connection.msgtype))
+        except BagError:
+            raise
+        except Exception as error:  # rosbags' reader errors: a truncated or foreign file
+            raise BagError(
+                f'{part}: cannot read the bag ({type(error).__name__}: {error})'
+            ) from None
+    return out
+
+
+def _as_path(part):
+    """pathlib.Path of a bag part (rosbags wants Paths; an .mcap file reads as its directory)."""
+    from pathlib import Path
+
+    return Path(part)
+
+
+def _stamp(msg):
+    """Header stamp (s) of a message."""
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
+def _states(path, messages):
+    """T (N,), q, qd, tau (N, 12) from /joint_states messages, joints matched by name."""
+    if not messages:
+        raise BagError(f'{path}: no {STATE_TOPIC} messages (record {STATE_TOPIC} and '
+                       f'{COMMAND_TOPIC})')  # fmt: skip
+    names = list(messages[0].name)
+    missing = [n for n in spec.JOINT_NAMES if n not in names]
+    if missing:
+        raise BagError(f'{path}: {STATE_TOPIC} joint names {names} do not match the robot: '
+                       f'missing {missing}')  # fmt: skip
+    order = np.array([names.index(n) for n in spec.JOINT_NAMES])
+    rows = []
+    for msg in messages:
+        if list(msg.name) != names:
+            index = {n: i for i, n in enumerate(msg.name)}
+            if any(n not in index for n in spec.JOINT_NAMES):
+                continue
+            row_order = np.array([index[n] for n in spec.JOINT_NAMES])
+        else:
+            row_order = order
+        if len(msg.position) < len(msg.name) or len(msg.effort) < len(msg.name):
+            raise BagError(f'{path}: {STATE_TOPIC} without positions or efforts')
+        velocity = np.asarray(msg.velocity)[row_order] if len(msg.velocity) else np.zeros(12)
+        rows.append((_stamp(msg), np.asarray(msg.position)[row_order], velocity,
+                     np.asarray(msg.effort)[row_order]))  # fmt: skip
+    t = np.array([r[0] for r in rows])
+    if np.any(t <= 0):
+        raise BagError(f'{path}: {STATE_TOPIC} messages without header stamps')
+    return (
+        t,
+        np.array([r[1] for r in rows]),
+        np.array([r[2] for r in rows]),
+        np.array([r[3] for r in rows]),
+    )
+
+
+def _commands(path, messages):
+    """T (M,) and the JointCommand fields (M, 12) of /joint_command messages."""
+    if not messages:
+        raise BagError(f'{path}: no {COMMAND_TOPIC} messages (record {STATE_TOPIC} and '
+                       f'{COMMAND_TOPIC})')  # fmt: skip
+    t, fields = [], []
+    for msg in messages:
+        try:
+            command = joint_command.unpack(msg.name, msg.position, msg.velocity, msg.effort)
+        except ValueError as error:
+            raise BagError(f'{path}: {COMMAND_TOPIC} joint names do not match the robot: '
+                           f'{error}') from None  # fmt: skip
+        t.append(_stamp(msg))
+        fields.append(np.stack([command.position, command.velocity, command.effort,
+                                command.kp, command.kd, command.torque_limit]))  # fmt: skip
+    t = np.array(t)
+    if np.any(t <= 0):
+        raise BagError(f'{path}: {COMMAND_TOPIC} messages without header stamps')
+    order = np.argsort(t, kind='stable')
+    return t[order], np.array(fields)[order]
+
+
+def _breaks(t):
+    """Indices i where t[i] - t[i-1] is a gap (> GAP_FACTOR median periods and > MIN_GAP)."""
+    dt = np.diff(t)
+    if dt.size == 0:
+        return np.array([], dtype=int)
+    return np.nonzero(dt > max(GAP_FACTOR * np.median(dt), MIN_GAP))[0] + 1
+
+
+def read(path):
+    """The gap-free, constant-gain Segments of the recording at path; BagError when unusable."""
+    messages = _messages(path)
+    t, q, qd, tau = _states(path, messages[STATE_TOPIC])
+    order = np.argsort(t, kind='stable')
+    t, q, qd, tau = t[order], q[order], qd[order], tau[order]
+    cmd_t, fields = _commands(path, messages[COMMAND_TOPIC])
+    # cut points (s): state gaps, command gaps, gain changes
+    cuts = [t[i] for i in _breaks(t)]
+    cuts += [cmd_t[i] for i in _breaks(cmd_t)]
+    gains = fields[:, 3:6].reshape(len(cmd_t), -1)
+    change = np.nonzero(np.any(np.diff(gains, axis=0) != 0, axis=1))[0] + 1
+    cuts += [cmd_t[i] for i in change]
+    edges = [max(t[0], cmd_t[0])] + sorted(c for c in cuts if c > max(t[0], cmd_t[0]))
+    edges.append(min(t[-1], cmd_t[-1]) + 1e-9)
+    segments = []
+    for start, end in zip(edges[:-1], edges[1:]):
+        keep = (t >= start) & (t < end)
+        ckeep = (cmd_t >= start) & (cmd_t < end)
+        if keep.sum() < 2 or ckeep.sum() < 1:
+            continue
+        # commands valid in the window: the one in force at its start, then those inside
+        first = max(0, np.searchsorted(cmd_t, start, side='right') - 1)
+        cidx = np.arange(first, np.nonzero(ckeep)[0][-1] + 1)
+        f = fields[cidx]
+        if np.any(f[:, 3:6] != f[0, 3:6]):  # a gain change right at the window's start
+            cidx, f = cidx[1:], f[1:]
+        segment = Segment(path, t[keep], q[keep], qd[keep], tau[keep], cmd_t[cidx],
+                          f[:, 0], f[:, 1], f[:, 2], f[0, 3], f[0, 4], f[0, 5])  # fmt: skip
+        if segment.duration >= MIN_SEGMENT and np.any(segment.kp > 0):
+            segments.append(segment)
+    if not segments:
+        raise BagError(
+            f'{path}: no stretch of at least {MIN_SEGMENT} s with {STATE_TOPIC} and '
+            f'{COMMAND_TOPIC} together, without gaps and with kp > 0'
+        )
+    return segments
+
+
+def hold_on_grid(segment, times):
+    """Ctrl (K, 36) = q*, qd*, tau_ff in force at times (K,) s (zero-order hold of the commands).
+
+    Before the segment's first command the first one is held.
+    """
+    index = np.searchsorted(segment.cmd_t, np.asarray(times) + STAMP_TOLERANCE, side='right') - 1
+    index = np.clip(index, 0, None)
+    return np.concatenate(
+        [segment.cmd_q[index], segment.cmd_qd[index], segment.cmd_ff[index]], axis=1
+    )

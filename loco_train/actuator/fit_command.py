@@ -1,0 +1,162 @@
+"""`loco-train fit-actuator BAG [BAG ...] --output FILE.yaml [--report DIR]`.
+
+Reads the recordings (/joint_states, /joint_command), cuts each segment by time into a fit part
+and a held-out tail (never random samples), fits the actuator model with mujoco.sysid on the
+hanging robot, and writes the YAML (loco_train.actuator.model's layout, each value with its 95 %
+interval) with the recordings' sha256, held-out RMSEs (fitted and nominal) and the MuJoCo
+version. Nothing is written when a recording is unusable or the fit cannot determine every
+parameter. --report adds mujoco.sysid's HTML report and held_out.png.
+"""
+
+import os
+import sys
+
+import numpy as np
+
+from loco_policy import spec
+
+
+def add_arguments(parser):
+    """Declare the subcommand's arguments."""
+    parser.add_argument(
+        'bags',
+        nargs='+',
+        metavar='BAG',
+        help='rosbag2 directory, recorder output root or .mcap file',
+    )
+    parser.add_argument(
+        '--output', required=True, metavar='FILE.yaml', help='actuator model YAML to write'
+    )
+    parser.add_argument('--report', metavar='DIR', help='write the HTML report and PNG here')
+    parser.add_argument(
+        '--held-out',
+        type=float,
+        default=0.25,
+        metavar='FRACTION',
+        help='share of each segment, at its end, kept for validation',
+    )
+    parser.add_argument('--max-iters', type=int, default=30, help='least-squares iterations')
+    parser.add_argument('--robot', default='anymal_c', help='robot name written to the YAML')
+    # fmt: skip
+
+
+def _sequences(paths, held_out, model):
+    """Fit sequences grouped by commanded gains, and held-out sequences, from the recordings."""
+    from loco_train.actuator import bag_reader, fit
+
+    if not 0.0 < held_out < 0.9:
+        raise fit.FitError(f'--held-out {held_out} must be in (0, 0.9)')
+    groups = {}
+    for path in paths:
+        for index, segment in enumerate(bag_reader.read(path)):
+            cut = segment.t[0] + (1.0 - held_out) * segment.duration
+            train, test = segment.window(segment.t[0], cut), segment.window(cut, segment.t[-1] + 1)
+            name = f'{os.path.basename(os.path.normpath(path))}:{index}'
+            key = (segment.kp.tobytes(), segment.kd.tobytes(), segment.limit.tobytes())
+            group = groups.setdefault(key, (segment.kp, segment.kd, segment.limit, [], []))
+            if train.duration >= bag_reader.MIN_SEGMENT * 0.5:
+                group[3].append(fit.prepare(train, model, name))
+            if test.duration >= 0.2:
+                group[4].append(fit.prepare(test, model, name + ':held_out'))
+    fit_groups = [(kp, kd, limit, seqs) for kp, kd, limit, seqs, _ in groups.values() if seqs]
+    held_groups = [(kp, kd, limit, seqs) for kp, kd, limit, _, seqs in groups.values() if seqs]
+    if not fit_groups:
+        raise fit.FitError('no segment long enough to fit')
+    if not held_groups:
+        raise fit.FitError('no held-out data: segments too short for --held-out')
+    return fit_groups, held_groups
+
+
+def _held_out(problem, params, nominal):
+    """Per-joint RMSE of q (rad) and tau (N m) on the held-out sequences, fitted and nominal."""
+    from loco_train.actuator import fit
+    from loco_train.actuator.report import rmse
+
+    measured_q = np.concatenate([s.q for s in problem.sequences])
+    measured_tau = np.concatenate([s.tau for s in problem.sequences])
+    predictions = {}
+    for label, values in (('fitted', params), ('nominal', nominal)):
+        runs = [fit.simulate(problem, values, i) for i in range(len(problem.sequences))]
+        predictions[label] = (np.concatenate([r[0] for r in runs]),
+                              np.concatenate([r[1] for r in runs]))  # fmt: skip
+    table = {}
+    for j, name in enumerate(spec.JOINT_NAMES):
+        table[name] = {
+            f'{signal}_rmse_{label}': float(rmse(pred[k][:, j], measured)[()])
+            for label, pred in predictions.items()
+            for k, (signal, measured) in enumerate(
+                (('position', measured_q[:, j]), ('effort', measured_tau[:, j]))
+            )
+        }
+    return table, (measured_q, measured_tau), predictions
+
+
+def _dump(document):
+    """Block-style YAML text of document."""
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ='safe')
+    yaml.default_flow_style = False
+    text = StringIO()
+    yaml.dump(document, text)
+    return text.getvalue()
+
+
+def run(args):
+    """Fit and write; return 0, or 2 with one line on stderr naming what is wrong."""
+    import mujoco
+
+    from loco_policy.tools.bag_writer import write_text_atomic
+    from loco_train.actuator import bag_reader, fit
+    from loco_train.actuator import model as actuator_model
+    from loco_train.actuator.report import held_out_figure, sysid_report
+
+    output = os.path.abspath(args.output)
+    if not os.path.isdir(os.path.dirname(output)):
+        print(f'fit-actuator: the directory of --output {args.output} does not exist',
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        _, model = fit.fit_model()
+        fit_groups, held_groups = _sequences(args.bags, args.held_out, model)
+        sequences = [s for group in fit_groups for s in group[3]]
+        fit.check_excitation(sequences)
+        problem = fit.build_problem(fit_groups, fit.weights_of(sequences))
+        result = fit.fit(problem, max_iters=args.max_iters)
+        held_problem = fit.build_problem(held_groups, problem.weights)
+        nominal = actuator_model.ActuatorParams()
+        table, measured, predictions = _held_out(held_problem, result.params, nominal)
+        digests = [{'path': os.path.abspath(p), 'sha256': bag_reader.sha256(p)} for p in args.bags]
+    except (bag_reader.BagError, fit.FitError) as error:
+        print(f'fit-actuator: {error}; nothing written', file=sys.stderr)
+        return 2
+    kp_cmd, kd_cmd = fit_groups[0][0], fit_groups[0][1]
+    document = {'robot': args.robot, 'bags': digests}
+    intervals = {  # SI: the gains' scale intervals times the commanded gains
+        'kp': result.intervals['kp_scale'] * kp_cmd[:, None],
+        'kd': result.intervals['kd_scale'] * kd_cmd[:, None],
+        **{k: result.intervals[k] for k in ('armature', 'friction', 'damping', 'delay')},
+    }
+    document.update(actuator_model.to_document(result.params, kp_cmd, kd_cmd, intervals))
+    document['held_out'] = table
+    document['fit'] = {
+        'cost': result.cost, 'segments': len(sequences),
+        'held_out_fraction': args.held_out,
+        'mean_sum_squared_position_error': float(
+            np.mean(np.sum((predictions['fitted'][0] - measured[0]) ** 2, axis=1))
+        ),
+    }  # fmt: skip
+    document['mujoco_version'] = mujoco.__version__
+    if args.report:
+        os.makedirs(args.report, exist_ok=True)
+        sysid_report(args.report, problem, result)
+        times = np.concatenate([s.times for s in held_problem.sequences])
+        times = np.arange(len(times)) * (times[1] - times[0]) if len(times) > 1 else times
+        held_out_figure(os.path.join(args.report, 'held_out.png'), times, measured,
+                        predictions['fitted'], predictions['nominal'])  # fmt: skip
+    write_text_atomic(output, _dump(document))
+    print(f'fit-actuator: wrote {output} (delay {result.params.delay * 1e3:.2f} ms, '
+          f'{len(sequences)} segments)')  # fmt: skip
+    return 0

@@ -1,0 +1,126 @@
+"""loco-train fit-actuator: recovery of known parameters, and clear refusals of bad recordings."""
+
+import shutil
+
+import numpy as np
+import pytest
+from ruamel.yaml import YAML
+
+from loco_policy.tools.bag_writer import SplitBagWriter
+from loco_train import cli
+from loco_train.actuator import bag_reader, recovery, synthetic
+from loco_train.actuator.excitation import Excitation, ExcitationConfig
+from loco_train.actuator.model import ActuatorParams
+
+
+def test_fit_recovers_known_parameters_and_writes_yaml_and_report(tmp_path):
+    summary = recovery.run(str(tmp_path), duration=3.0, seed=3, max_iters=12, report=True)
+    worst = summary['worst_relative_error_pct']
+    for field, goal in recovery.GOALS.items():
+        assert worst[field] <= goal, summary
+    assert abs(summary['delay_error_ms']) <= 1e3 * recovery.DELAY_GOAL, summary
+    document = YAML(typ='safe').load(open(summary['output']))
+    assert document['robot'] == 'anymal_c' and document['mujoco_version']
+    assert len(document['bags'][0]['sha256']) == 64
+    joint = document['joints']['LF_KFE']
+    low, high = joint['kp']['interval']
+    assert low <= joint['kp']['value'] <= high
+    held = document['held_out']['LF_KFE']
+    assert held['position_rmse_fitted'] < 0.2 * held['position_rmse_nominal']
+    assert held['effort_rmse_fitted'] < 0.2 * held['effort_rmse_nominal']
+    report = tmp_path / 'report'
+    assert (report / 'report.html').stat().st_size > 10_000
+    assert (report / 'held_out.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+@pytest.fixture(scope='module')
+def short_bag(tmp_path_factory):
+    """A 1.5 s synthetic recording (nominal drive)."""
+    root = tmp_path_factory.mktemp('bags')
+    schedule = Excitation(ExcitationConfig(duration=1.5))
+    return synthetic.record(str(root / 'good'), schedule, ActuatorParams())
+
+
+def fit_fails(bags, tmp_path, capsys):
+    """Run fit-actuator expecting the refusal; return its stderr (no YAML written)."""
+    output = tmp_path / 'out.yaml'
+    assert cli.main(['fit-actuator', *map(str, bags), '--output', str(output)]) == 2
+    assert not output.exists()
+    return capsys.readouterr().err
+
+
+def copy_topics(source, target, keep, rename=None, drop=None):
+    """Rewrite a bag with only the topics in keep, joint names mapped through rename, the
+    /joint_states messages with bag times (ns) in the drop interval left out."""
+    from pathlib import Path
+
+    from rosbags.highlevel import AnyReader
+
+    writer = SplitBagWriter(str(target), split_size=0, split_duration=0, flush_period=0,
+                            fsync=False)  # fmt: skip
+    for topic in keep:
+        writer.add_topic(topic, 'sensor_msgs/msg/JointState')
+    with AnyReader([Path(source)], default_typestore=writer.typestore) as reader:
+        for connection, stamp, raw in reader.messages():
+            if connection.topic not in keep:
+                continue
+            if drop and connection.topic == '/joint_states' and drop[0] <= stamp < drop[1]:
+                continue
+            if rename:
+                msg = reader.deserialize(raw, connection.msgtype)
+                msg.name = [rename(n) for n in msg.name]
+                raw = writer.typestore.serialize_cdr(msg, connection.msgtype)
+            writer.write(connection.topic, stamp, raw)
+    writer.close()
+    return target
+
+
+def test_a_bag_without_the_commands_is_refused(short_bag, tmp_path, capsys):
+    bag = copy_topics(short_bag, tmp_path / 'states_only', ['/joint_states'])
+    assert 'no /joint_command messages' in fit_fails([bag], tmp_path, capsys)
+
+
+def test_joint_names_that_do_not_match_are_refused(short_bag, tmp_path, capsys):
+    bag = copy_topics(short_bag, tmp_path / 'renamed', ['/joint_states', '/joint_command'],
+                      rename=lambda n: n.replace('LF_', 'FL_'))  # fmt: skip
+    error = fit_fails([bag], tmp_path, capsys)
+    assert 'joint names' in error and 'LF_HAA' in error
+
+
+def test_too_little_excitation_names_the_unidentifiable_parameters(tmp_path, capsys):
+    still = Excitation(ExcitationConfig(duration=1.5, amplitude=1e-4))
+    bag = synthetic.record(str(tmp_path / 'still'), still, ActuatorParams())
+    error = fit_fails([bag], tmp_path, capsys)
+    assert 'too little excitation' in error and 'LF_HAA' in error and 'armature' in error
+
+
+def test_a_truncated_mcap_is_refused(short_bag, tmp_path, capsys):
+    bag = tmp_path / 'truncated'
+    shutil.copytree(short_bag, bag)
+    mcap = next(bag.glob('*.mcap'))
+    data = mcap.read_bytes()
+    mcap.write_bytes(data[: len(data) // 2])
+    error = fit_fails([bag], tmp_path, capsys)
+    assert 'cannot read the bag' in error or 'truncated' in error, error
+
+
+def test_gaps_split_a_recording_into_segments(short_bag, tmp_path):
+    (segment,) = bag_reader.read(short_bag)
+    assert segment.duration > 1.4
+    start = int(round(segment.t[0] * 1e9))
+    hole = (start + int(0.2e9), start + int(0.4e9))  # 0.2 s without joint states
+    bag = copy_topics(short_bag, tmp_path / 'gap', ['/joint_states', '/joint_command'], drop=hole)
+    (kept,) = bag_reader.read(str(bag))  # the 0.2 s before the hole is under MIN_SEGMENT
+    assert kept.t[0] >= hole[1] * 1e-9
+    original = bag_reader.MIN_SEGMENT
+    try:
+        bag_reader.MIN_SEGMENT = 0.1
+        pieces = bag_reader.read(str(bag))
+    finally:
+        bag_reader.MIN_SEGMENT = original
+    assert len(pieces) == 2
+    assert pieces[0].t[-1] < hole[0] * 1e-9 and pieces[1].t[0] >= hole[1] * 1e-9
+    ctrl = bag_reader.hold_on_grid(pieces[1], pieces[1].t[:3])
+    assert ctrl.shape == (3, 36) and np.all(np.isfinite(ctrl))
+    with pytest.raises(bag_reader.BagError, match='no such bag'):
+        bag_reader.read(str(tmp_path / 'missing'))
