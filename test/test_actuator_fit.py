@@ -124,3 +124,19 @@ def test_gaps_split_a_recording_into_segments(short_bag, tmp_path):
     assert ctrl.shape == (3, 36) and np.all(np.isfinite(ctrl))
     with pytest.raises(bag_reader.BagError, match='no such bag'):
         bag_reader.read(str(tmp_path / 'missing'))
+
+
+def test_the_fit_imports_neither_torch_nor_warp():
+    import subprocess
+    import sys
+
+    code = (
+        'import sys; from loco_train import cli; import loco_train.actuator.fit_command, '
+        'loco_train.actuator.fit, loco_train.actuator.report, loco_train.actuator.recovery; '
+        "from mujoco import sysid; print(sorted(m for m in ('torch', 'warp') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, '-c', code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == '[]'
