@@ -79,7 +79,8 @@ def test_smoke_run_checkpoint_and_resume(tmp_path):
     ]
     status, first = run_cli('--total-steps', '400', *common)
     assert status == 0
-    assert first['env_steps'] == 400 and first['updates'] == 50  # utd 0.25 after 200 steps
+    # The gymnasium preset: one env, one update per transition after learning_starts.
+    assert first['env_steps'] == 400 and first['updates'] == 200
     assert first['skipped_updates'] == 0 and first['eval_return'] < 0
     checkpoint = torch_load(first['checkpoint'])
     for key in (
@@ -99,11 +100,11 @@ def test_smoke_run_checkpoint_and_resume(tmp_path):
 
     status, second = run_cli('--total-steps', '600', '--resume', first['checkpoint'], *common)
     assert status == 0
-    assert second['env_steps'] == 600 and second['updates'] == 100  # continued, not restarted
+    assert second['env_steps'] == 600 and second['updates'] == 400  # continued, not restarted
     resumed = torch_load(second['checkpoint'])
     assert resumed['sac']['normalizer']['count'] == 600
     replay = torch_load(tmp_path / 'replay.pt')
-    assert replay['obs'].shape[0] * 4 == 600  # replay restored then extended
+    assert replay['obs'].shape[0] == 600  # replay restored then extended (one env)
     assert not torch.equal(
         resumed['sac']['actor']['head.weight'], checkpoint['sac']['actor']['head.weight']
     )

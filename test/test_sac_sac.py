@@ -40,6 +40,10 @@ def parameters(sac):
     ]
 
 
+def optimisers(sac):
+    return (sac.actor_optim, sac.critic_optim, sac.alpha_optim)
+
+
 def test_update_changes_networks_and_reports_finite_metrics():
     sac = make_sac()
     before = parameters(sac)
@@ -67,21 +71,27 @@ def test_target_is_min_over_ensemble_minus_alpha_log_pi():
         expected_target = batch.reward + batch.discount * (1 - batch.terminated) * V
     torch.manual_seed(7)  # update() draws a~ first, with the same noise
     metrics = sac.update(batch)
-    assert metrics['value/q_target_mean'] == pytest.approx(float(expected_target.mean()), rel=1e-5)
+    expected = float(expected_target.mean())
+    assert float(metrics['value/q_target_mean']) == pytest.approx(expected, rel=1e-5)
 
 
 @pytest.mark.parametrize('field', ['obs', 'action', 'reward', 'next_obs', 'discount'])
 @pytest.mark.parametrize('bad', [float('nan'), float('inf')])
 def test_non_finite_batch_is_rejected_and_nothing_is_written(field, bad):
     sac = make_sac()
+    sac.update(make_batch(seed=1))  # the optimisers hold moments and step counts
     batch = make_batch()
     getattr(batch, field)[3] = bad
     before = parameters(sac)
-    optim_state = copy.deepcopy(sac.critic_optim.state_dict())
-    assert sac.update(batch) == {'skipped': 1.0}
-    assert sac.num_skipped == 1 and sac.num_updates == 0
+    optim_states = [copy.deepcopy(o.state_dict()['state']) for o in optimisers(sac)]
+    metrics = sac.update(batch)
+    assert float(metrics['skipped']) == 1.0
+    assert all(float(v) == 0.0 for k, v in metrics.items() if k not in ('skipped', 'alpha'))
+    assert sac.num_skipped == 1 and sac.num_updates == 1
     assert all(torch.equal(a, b) for a, b in zip(before, parameters(sac)))
-    assert sac.critic_optim.state_dict()['state'] == optim_state['state']
+    for optim, old in zip(optimisers(sac), optim_states):
+        for index, entry in optim.state_dict()['state'].items():
+            assert all(torch.equal(entry[k], old[index][k]) for k in entry)
 
 
 def test_overflowing_loss_is_skipped_without_writing_nan():
@@ -131,7 +141,7 @@ def test_state_dict_round_trip_gives_identical_updates(tmp_path):
     ma = a.update(make_batch(seed=9))
     torch.manual_seed(1)
     mb = b.update(make_batch(seed=9))
-    assert ma == mb
+    assert ma.keys() == mb.keys() and all(torch.equal(ma[k], mb[k]) for k in ma)
 
 
 def test_polyak_average_and_frozen_target():
@@ -149,3 +159,39 @@ def test_polyak_average_and_frozen_target():
     q = critic(torch.randn(5, 3), torch.randn(5, 1))
     assert q.shape == (3, 5)
     assert not torch.allclose(q[0], q[1])  # independent members
+
+
+def test_update_returns_device_tensors_and_never_reads_them():
+    """Metrics are 0-d tensors (the runner reads them once per log interval), for every call."""
+    sac = make_sac(actor_update_interval=2)
+    for i in range(3):
+        metrics = sac.update(make_batch(seed=i))
+        assert metrics and all(
+            isinstance(v, torch.Tensor) and v.ndim == 0 for v in metrics.values()
+        )
+        assert float(metrics['skipped']) == 0.0
+    assert sac.num_calls == 3 and sac.num_updates == 3
+
+
+def test_fused_adam_step_is_masked_without_reading_the_flag():
+    from loco_train.sac.sac import adam, masked_step
+
+    p = torch.nn.Parameter(torch.ones(3))
+    optim = adam([p], 0.1)
+    assert optim.defaults['fused']
+    p.grad = torch.ones(3)
+    masked_step(optim, torch.tensor(True))
+    stepped = p.detach().clone()
+    assert not torch.equal(stepped, torch.ones(3))
+    p.grad = torch.full((3,), float('nan'))
+    masked_step(optim, torch.tensor(False))
+    assert torch.equal(p.detach(), stepped) and float(optim.state[p]['step']) == 1.0
+    assert not hasattr(optim, 'found_inf')
+
+
+def test_no_clip_still_skips_a_non_finite_gradient():
+    sac = make_sac(max_grad_norm=None)
+    sac.update(make_batch(seed=1))
+    before = parameters(sac)
+    assert float(sac.update(make_batch(reward=torch.full((B,), 3e38)))['skipped']) == 1.0
+    assert all(torch.equal(a, b) for a, b in zip(before, parameters(sac)))

@@ -106,7 +106,7 @@ def test_timeout_bootstrap_uses_the_pre_reset_observation(tmp_path):
     assert float(batch.reward) == pytest.approx(1 + 0.9 * 2 + 0.81 * 3)
     # SAC.update forms Q_target = reward + discount * (1 - terminated) * V(batch.next_obs)
     # (test_sac_sac.test_target_is_min_over_ensemble_minus_alpha_log_pi), i.e. V(3), not V(-10).
-    assert np.isfinite(runner.sac.update(batch)['value/q_target_mean'])
+    assert np.isfinite(float(runner.sac.update(batch)['value/q_target_mean']))
 
 
 def test_torch_vec_env_contract_terminated_and_truncated_kept_apart(tmp_path):

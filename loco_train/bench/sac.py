@@ -10,6 +10,7 @@ steps each took to reach `--fraction` of PPO's final return; without them it is 
 
 from dataclasses import replace
 import json
+import os
 import time
 
 import torch
@@ -32,6 +33,18 @@ def add_arguments(parser) -> None:
         '--reference-return', type=float, default=None, help='absolute (overrides --fraction)'
     )
     parser.add_argument('--ppo-steps-per-iteration', type=int, default=None)
+    parser.add_argument(
+        '--env-steps',
+        type=int,
+        default=0,
+        help='also time the ANYmal preset end to end (env + updates): this many vector steps',
+    )
+    parser.add_argument(
+        '--baseline-tree',
+        default='',
+        help='a checkout of other code (e.g. `git worktree add /tmp/sac_old HEAD~1`) whose '
+        'runner is timed the same way, back to back, for --env-steps',
+    )
 
 
 def reference_return_steps(args) -> dict:
@@ -133,6 +146,50 @@ def measure(name: str, cfg: SACConfig, seconds: float, device) -> dict:
     }
 
 
+ENV_STEPS_SCRIPT = """
+import json, sys, tempfile, time
+sys.path.insert(0, {tree!r})
+import torch
+from loco_train.envs.vec_env import make_env
+from loco_train.runners.sac import PRESETS, RunnerConfig, SACRunner, set_option
+cfg = RunnerConfig(env='anymal', progress=False, eval_episodes=0, checkpoint_interval=0)
+for attr, value in PRESETS['anymal'].items():
+    set_option(cfg, attr, value)
+threads = {threads} if {threads} > 0 else cfg.threads  # the preset's, as `loco-train sac` sets
+torch.set_num_threads(threads or torch.get_num_threads())
+cfg.learning_starts, cfg.log_dir = cfg.num_envs, tempfile.mkdtemp()
+torch.manual_seed(0)
+env = make_env('anymal', cfg.num_envs, 'cpu', 0)
+runner = SACRunner(env, cfg)
+cfg.total_steps = cfg.num_envs  # one row of transitions, no update yet
+runner.learn()
+cfg.total_steps = cfg.num_envs * (1 + {steps})
+start = time.perf_counter()
+runner.learn()
+seconds = time.perf_counter() - start
+print(json.dumps({{'env_steps_per_s': {steps} * cfg.num_envs / seconds, 'seconds': seconds,
+                  'updates': runner.sac.num_updates, 'overlap': getattr(cfg, 'overlap', False),
+                  'num_envs': cfg.num_envs, 'torch_threads': torch.get_num_threads()}}))
+"""
+
+
+def anymal_env_steps(tree: str, steps: int, threads: int) -> dict:
+    """ANYmal-preset env steps per second of the runner in `tree` (a subprocess), end to end.
+
+    threads: torch threads; 0 takes the preset's own (RunnerConfig.threads, 0 = all cores).
+    """
+    import subprocess
+    import sys
+
+    script = ENV_STEPS_SCRIPT.format(tree=os.path.abspath(tree), threads=threads, steps=steps)
+    done = subprocess.run(
+        [sys.executable, '-c', script], capture_output=True, text=True, cwd=tree, check=False
+    )
+    if done.returncode != 0:
+        return {'tree': tree, 'error': done.stderr.strip().splitlines()[-1:]}
+    return {'tree': tree} | json.loads(done.stdout.splitlines()[-1])
+
+
 def run(args) -> int:
     """Time SAC updates and print the JSON result."""
     threads = torch.get_num_threads()
@@ -145,6 +202,15 @@ def run(args) -> int:
             cases.append(measure('anymal_preset', preset, args.seconds, args.device))
     finally:
         torch.set_num_threads(threads)
+    env_steps = []
+    if args.env_steps > 0:
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        # This tree with the preset's threads and with --threads, then the baseline's preset.
+        runs = [(here, 0), (here, used_threads)]
+        runs += [(args.baseline_tree, 0)] if args.baseline_tree else []
+        for tree, threads_used in runs:
+            env_steps.append(anymal_env_steps(tree, args.env_steps, threads_used))
+            print(f'anymal preset end to end, {tree}: {env_steps[-1]}', flush=True)
     for case in cases:
         print(
             f'{case["config"]}: {case["updates_per_s"]} updates/s, '
@@ -157,6 +223,7 @@ def run(args) -> int:
         'obs_dim': spec.OBS_DIM,
         'action_dim': spec.ACTION_DIM,
         'cases': cases,
+        'anymal_env_steps': env_steps,
         'env_steps_to_reference_return': reference_return_steps(args),
     }
     print(json.dumps(result), flush=True)

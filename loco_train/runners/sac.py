@@ -24,6 +24,7 @@ from loco_train.envs.rewards import add_override_argument
 from loco_train.policy.atomic_io import atomic_torch_save, torch_load
 from loco_train.policy.export import POLICY_KEY, policy_payload
 from loco_train.sac import bounds_from_box, ReplayBuffer, SAC, SACConfig
+from loco_train.sac.background import BackgroundUpdates
 
 if TYPE_CHECKING:
     from loco_train.envs.vec_env import VecEnv
@@ -70,6 +71,9 @@ class RunnerConfig:
     terminations (value 0), the common mistake, for the ablation."""
     action_bound_scale: float = 1.0
     """Fix 1 ablation: >1 widens the policy's action box beyond the real bounds (env clips)."""
+    overlap: bool = False
+    """Run each step's gradient updates in a learner thread while the environments step (the
+    updates then see the buffer up to the previous step); False runs them after the step."""
     sac: SACConfig = field(default_factory=SACConfig)
     """The algorithm's hyperparameters."""
 
@@ -95,6 +99,8 @@ class SACRunner:
         self.episodes = 0
         self.dropped_steps = 0  # env transitions replaced because the env returned NaN/inf
         self.writer = None
+        # The learner's own random stream (replay indices, policy noise), apart from acting's.
+        self.learner_rng = torch.Generator(config.device).manual_seed(config.seed + 1)
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -114,6 +120,7 @@ class SACRunner:
             'recent_returns': list(self.recent_returns),
             'recent_lengths': list(self.recent_lengths),
             'torch_rng': torch.get_rng_state(),
+            'learner_rng': self.learner_rng.get_state(),
             # What `loco-train export` reads: the same exporter and contract as SHAC.
             POLICY_KEY: policy_payload(
                 self.sac.actor,
@@ -139,6 +146,8 @@ class SACRunner:
         self.recent_returns.extend(state['recent_returns'])
         self.recent_lengths.extend(state.get('recent_lengths', []))
         torch.set_rng_state(state['torch_rng'].cpu())
+        if 'learner_rng' in state:
+            self.learner_rng.set_state(state['learner_rng'].cpu())
         replay = os.path.join(os.path.dirname(os.path.abspath(path)), 'replay.pt')
         if os.path.exists(replay):
             self.buffer.load(replay)
@@ -151,15 +160,44 @@ class SACRunner:
         u = torch.rand(self.env.num_envs, self.env.action_dim)
         return (low + (high - low) * u).to(self.cfg.device)
 
+    def _updates_owed(self, new_steps: int) -> int:
+        """Add utd_ratio per transition past learning_starts; return the whole updates owed."""
+        fresh = self.steps + new_steps - max(self.steps, self.cfg.learning_starts)
+        if fresh <= 0:
+            return 0
+        self.update_credit += self.cfg.sac.utd_ratio * fresh
+        owed = math.floor(self.update_credit)
+        self.update_credit -= owed
+        return owed
+
+    def _run_updates(self, count: int) -> dict:
+        """Sample and apply `count` updates; return the summed metrics (tensors, not read)."""
+        sac, cfg, sums = self.sac, self.cfg.sac, {}
+        for _ in range(count):
+            batch = self.buffer.sample(cfg.batch_size, cfg.n_step, cfg.gamma, self.learner_rng)
+            for key, value in sac.update(batch, self.learner_rng).items():
+                sums[key] = sums[key] + value if key in sums else value
+        return sums
+
     def learn(self) -> dict:
         """Train until total_steps transitions; return the summary (also logged)."""
         from torch.utils.tensorboard import SummaryWriter  # slow import, only when training
 
         cfg, env, N = self.cfg, self.env, self.env.num_envs
         self.writer = SummaryWriter(self.run_dir)
+        learner = BackgroundUpdates() if cfg.overlap else None
+        try:
+            return self._learn(cfg, env, N, learner)
+        finally:
+            if learner is not None:
+                learner.close()
+            self.writer.close()
+
+    def _learn(self, cfg, env, N, learner) -> dict:
         obs = env.reset(seed=cfg.seed + self.steps)
         episode_return = torch.zeros(N, device=cfg.device)
         episode_length = torch.zeros(N, dtype=torch.long, device=cfg.device)
+        # Update metrics are summed as tensors and read once per log interval (no device wait).
         sums, count, last_log, start, env_log = {}, 0, self.steps, time.time(), {}
         bar = tqdm(
             total=cfg.total_steps, initial=self.steps, unit='step', disable=not cfg.progress
@@ -171,7 +209,12 @@ class SACRunner:
                 actions = self.sac.act(obs)
                 # A NaN observation gives a NaN action: send the box centre (default pose).
                 actions = torch.where(torch.isfinite(actions), actions, self.sac.actor.b)
+            owed = self._updates_owed(N)
+            overlapped = learner is not None and owed and len(self.buffer) > 0
+            if overlapped:  # the learner works on the buffer as it stands while the env steps
+                learner.submit(self._run_updates, owed)
             next_obs, reward, terminated, truncated, extras = env.step(actions)
+            round_sums = learner.wait() if overlapped else None
             # The transition's successor is the pre-reset observation where an episode ended.
             if not cfg.timeout_bootstrap:  # ablation: a timeout counts as a failure
                 terminated, truncated = terminated | truncated, torch.zeros_like(truncated)
@@ -201,18 +244,15 @@ class SACRunner:
             obs = next_obs
             self.steps += N
             bar.update(N)
-            fresh = self.steps - max(self.steps - N, cfg.learning_starts)  # past learning_starts
-            if fresh > 0:
-                self.update_credit += cfg.sac.utd_ratio * fresh
-                while self.update_credit >= 1.0:
-                    self.update_credit -= 1.0
-                    batch = self.buffer.sample(cfg.sac.batch_size, cfg.sac.n_step, cfg.sac.gamma)
-                    for key, value in self.sac.update(batch).items():
-                        sums[key] = sums.get(key, 0.0) + value
-                    count += 1
+            if owed and not overlapped:
+                round_sums = self._run_updates(owed)
+            if owed:
+                for key, value in round_sums.items():
+                    sums[key] = sums[key] + value if key in sums else value
+                count += owed
             if self.steps - last_log >= cfg.log_interval or self.steps >= cfg.total_steps:
                 rate = (self.steps - last_log) / max(time.time() - start, 1e-9)
-                self._log({k: v / max(count, 1) for k, v in sums.items()} | env_log, rate)
+                self._log(self._mean_metrics(sums, count) | env_log, rate)
                 if self.recent_returns:
                     bar.set_postfix(ret=f'{np.mean(self.recent_returns):.1f}')
                 sums, count, last_log, start = {}, 0, self.steps, time.time()
@@ -220,9 +260,19 @@ class SACRunner:
                 self.save()
         bar.close()
         self.save()
-        summary = self.summary()
-        self.writer.close()
-        return summary
+        return self.summary()
+
+    @staticmethod
+    def _mean_metrics(sums: dict, count: int) -> dict:
+        """Average summed update metrics over the updates that were not skipped (one read)."""
+        if not sums:
+            return {}
+        keys = list(sums)
+        values = torch.stack([sums[k].float() for k in keys]).tolist()  # the one device read
+        totals = dict(zip(keys, values))
+        skipped = totals.get('skipped', 0.0)
+        taken = max(count - skipped, 1.0)
+        return {k: v / (count if k in ('skipped', 'alpha') else taken) for k, v in totals.items()}
 
     def _log(self, metrics: dict, rate: float) -> None:
         """Write averaged update metrics and episode statistics to TensorBoard."""
@@ -325,6 +375,30 @@ HELP = {
 
 
 PRESETS = {
+    # Any 'gymnasium:<ID>' without a preset of its own: Stable-Baselines3's SAC defaults, where
+    # people first try SAC (MuJoCo tasks): one environment, one update per transition, 100
+    # uniform random transitions first, [256, 256] ReLU, Adam 3e-4, alpha from 1, n = 1, and the
+    # initial sigma and log-std clamp of a default-initialised log-std head.
+    'gymnasium': {
+        'num_envs': 1,
+        'learning_starts': 100,
+        'random_steps': 100,
+        'replay_capacity': 1_000_000,
+        'overlap': True,
+        'sac.actor_hidden': (256, 256),
+        'sac.critic_hidden': (256, 256),
+        'sac.activation': 'relu',
+        'sac.actor_lr': 3e-4,
+        'sac.critic_lr': 3e-4,
+        'sac.alpha_lr': 3e-4,
+        'sac.init_alpha': 1.0,
+        'sac.batch_size': 256,
+        'sac.utd_ratio': 1.0,
+        'sac.n_step': 1,
+        'sac.sigma0': 1.0,
+        'sac.log_sigma_bounds': (-20.0, 2.0),
+        'sac.max_grad_norm': None,
+    },
     # Starting point for the ANYmal task, untuned (the environment does not exist yet): many
     # environments, a larger network and a learning rate about 10x below PPO's (paper, Sec. 5).
     'anymal': {
@@ -340,9 +414,20 @@ PRESETS = {
         'sac.batch_size': 4096,
         'sac.utd_ratio': 1 / 256,
         'sac.n_step': 3,
+        # Batches of 4096 keep two cores busy in the matmuls; the env steps beside them.
+        'threads': 0,
+        'overlap': True,
     },
 }
-"""Overrides of RunnerConfig/SACConfig defaults per --env; explicit flags override them again."""
+"""Overrides of RunnerConfig/SACConfig defaults per --env ('gymnasium' for any gymnasium id
+without its own entry); explicit flags override them again."""
+
+
+def preset_for(env: str) -> dict:
+    """The PRESETS entry of an --env name: its own, else 'gymnasium' for 'gymnasium:<ID>'."""
+    if env in PRESETS:
+        return PRESETS[env]
+    return PRESETS['gymnasium'] if env.startswith('gymnasium:') else {}
 
 
 def set_option(cfg: RunnerConfig, attr: str, value) -> None:
@@ -369,6 +454,17 @@ def add_arguments(parser) -> None:
         '--lr', type=float, default=None, help='actor, critic and temperature learning rate'
     )
     parser.add_argument('--save-replay', action='store_true', help='checkpoint the replay buffer')
+    parser.add_argument(
+        '--overlap',
+        type=int,
+        choices=(0, 1),
+        default=None,
+        help='1: updates in a learner thread while the envs step, 0: after each step '
+        '(default: the preset; off without one)',
+    )
+    parser.add_argument(
+        '--compile', action='store_true', help='torch.compile the critic and actor losses'
+    )
     add_override_argument(parser)
     add_command_argument(parser)
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
@@ -379,11 +475,15 @@ def config_from_args(args) -> RunnerConfig:
     """Build the RunnerConfig (with its SACConfig): defaults, then the env's preset, then flags."""
     cfg = RunnerConfig(save_replay=args.save_replay, progress=not args.no_progress)
     env = args.env or cfg.env
-    for attr, value in PRESETS.get(env, {}).items():
+    for attr, value in preset_for(env).items():
         set_option(cfg, attr, value)
     for flag, attr in ARGUMENTS.items():
         if getattr(args, flag) is not None:
             set_option(cfg, attr, getattr(args, flag))
+    if getattr(args, 'compile', False):
+        cfg.sac.compile = True
+    if getattr(args, 'overlap', None) is not None:
+        cfg.overlap = bool(args.overlap)
     if getattr(args, 'hidden', None):
         cfg.sac.actor_hidden = cfg.sac.critic_hidden = tuple(args.hidden)
     if getattr(args, 'lr', None):

@@ -108,11 +108,18 @@ class SquashedGaussianActor(nn.Module):
         return self.b + self.c * torch.tanh(mu)
 
     def sample(
-        self, obs: torch.Tensor, generator: torch.Generator | None = None
+        self,
+        obs: torch.Tensor,
+        generator: torch.Generator | None = None,
+        eps: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Draw a = f_phi(eps; s) (B, d) by reparameterisation and return it with log pi (B,)."""
+        """Draw a = f_phi(eps; s) (B, d) by reparameterisation and return it with log pi (B,).
+
+        eps (B, d): the standard normal noise, if drawn by the caller; else drawn here.
+        """
         mu, log_sigma = self.gaussian(obs)
-        eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
+        if eps is None:
+            eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
         x = mu + log_sigma.exp() * eps  # (B, d) latent action
         a = self.b + self.c * torch.tanh(x)  # (B, d) bounded action
         return a, squashed_log_prob(x, mu, log_sigma, self.c)

@@ -30,11 +30,15 @@ class Batch:
         """Return the batch on another device."""
         return Batch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
+    def finite(self) -> torch.Tensor:
+        """Return a 0-d bool tensor, true when no entry is NaN or infinite (not read here)."""
+        return torch.stack(
+            [torch.isfinite(getattr(self, f.name)).all() for f in fields(self)]
+        ).all()
+
     def is_finite(self) -> bool:
-        """Return True when no entry is NaN or infinite."""
-        return bool(
-            torch.stack([torch.isfinite(getattr(self, f.name)).all() for f in fields(self)]).all()
-        )
+        """Return True when no entry is NaN or infinite (reads the flag on the host)."""
+        return bool(self.finite())
 
     def __len__(self) -> int:
         return self.obs.shape[0]

@@ -30,6 +30,10 @@ class EnsembleLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Apply member i to x[i]: (N, B, in) -> (N, B, out)."""
+        if self.weight.shape[-1] == 1:
+            # A one-unit head as a multiply-and-sum: a (B, in) x (in, 1) batched matmul runs at a
+            # small fraction of the BLAS rate on CPU. (N, B, in) * (N, 1, in) -> (N, B, 1).
+            return (x * self.weight.transpose(1, 2)).sum(-1, keepdim=True) + self.bias
         return torch.baddbmm(self.bias, x, self.weight)
 
 
@@ -74,8 +78,15 @@ def make_target(critic: QEnsemble) -> QEnsemble:
 
 
 @torch.no_grad()
-def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """Move the targets towards the source: thetabar <- tau theta + (1 - tau) thetabar."""
+def polyak_update(target: nn.Module, source: nn.Module, tau: float | torch.Tensor) -> None:
+    """Move the targets towards the source: thetabar <- tau theta + (1 - tau) thetabar.
+
+    tau: a number, or a 0-d tensor (e.g. 0 where the source's step was skipped; no host read).
+    """
     target_params = list(target.parameters())
     source_params = list(source.parameters())
-    torch._foreach_lerp_(target_params, source_params, tau)
+    if isinstance(tau, torch.Tensor):
+        weight = tau.to(target_params[0].dtype).expand(1)  # foreach_lerp takes (1,) weights
+        torch._foreach_lerp_(target_params, source_params, [weight] * len(target_params))
+    else:
+        torch._foreach_lerp_(target_params, source_params, tau)

@@ -50,8 +50,9 @@ class SACConfig:
     """Target entropy H_bar for the automatic temperature; None means -d."""
     actor_update_interval: int = 1
     """Delayed actor: the actor and alpha are updated once every this many critic updates."""
-    max_grad_norm: float = 10.0
-    """Gradient-norm clip applied to each network's gradient before its optimiser step."""
+    max_grad_norm: float | None = 10.0
+    """Gradient-norm clip applied to each network's gradient before its optimiser step (None:
+    no clip; the norm is still measured, and a non-finite one skips the step)."""
     sigma0: float = 0.15
     """Initial policy standard deviation sigma0 of the latent Gaussian, for every input (fix 2)."""
     log_sigma_bounds: tuple[float, float] = (-5.0, 2.0)
@@ -60,6 +61,56 @@ class SACConfig:
     """Standard deviation epsilon of the mean-head weights at initialisation (bias is 0)."""
     normalize_obs: bool = True
     """Normalise observations with the running EmpiricalNormalizer (exported with the actor)."""
+    compile: bool = False
+    """torch.compile the critic and actor losses (forward and backward); eager if it fails."""
+
+
+def adam(params, lr: float) -> torch.optim.Optimizer:
+    """Adam with the fused kernel (one pass over all tensors) where torch has it, else foreach."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except RuntimeError:  # a device or dtype without the fused kernel
+        return torch.optim.Adam(params, lr=lr, foreach=True)
+
+
+def masked_step(optim: torch.optim.Optimizer, ok: torch.Tensor) -> None:
+    """optim.step() where the 0-d bool ok is true, without reading ok on the host if fused.
+
+    The fused Adam kernel takes found_inf, the flag torch's GradScaler uses to skip a step: with
+    found_inf = 1 the weights, moments and step count stay as they were.
+    """
+    if all(group.get('fused') for group in optim.param_groups):  # also after a load
+        optim.found_inf = (~ok).float()
+        try:
+            optim.step()
+        finally:
+            del optim.found_inf
+    elif bool(ok):  # foreach fallback: one device read
+        optim.step()
+
+
+def compiled_or_eager(fn):
+    """torch.compile(fn), run eagerly from the first call on which compiling fails."""
+    import warnings
+
+    from torch._dynamo.exc import TorchDynamoException
+
+    compiled = torch.compile(fn, dynamic=False)
+    use = [compiled]
+
+    def call(*args):
+        try:
+            return use[0](*args)
+        except TorchDynamoException as error:
+            if use[0] is fn:
+                raise
+            message = f'torch.compile failed, running {fn.__name__} eagerly: {error}'
+            warnings.warn(message, stacklevel=2)
+            use[0] = fn
+            return fn(*args)
+
+    return call
 
 
 class SAC:
@@ -91,11 +142,25 @@ class SAC:
         self.target_entropy = (
             float(-d) if config.target_entropy is None else float(config.target_entropy)
         )
-        self.actor_optim = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
-        self.critic_optim = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
-        self.alpha_optim = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
-        self.num_updates = 0  # critic updates done
-        self.num_skipped = 0  # batches rejected for NaN/inf data or a non-finite loss
+        self.actor_optim = adam(self.actor.parameters(), config.actor_lr)
+        self.critic_optim = adam(self.critic.parameters(), config.critic_lr)
+        self.alpha_optim = adam([self.log_alpha], config.alpha_lr)
+        self.num_calls = 0  # update() calls; the delayed actor counts these (no device read)
+        self._skipped = torch.zeros((), device=self.device)  # rejected batches, on the device
+        self._critic_loss, self._actor_loss = self.critic_loss, self.actor_loss
+        if config.compile:
+            self._critic_loss = compiled_or_eager(self.critic_loss)
+            self._actor_loss = compiled_or_eager(self.actor_loss)
+
+    @property
+    def num_skipped(self) -> int:
+        """Batches rejected for NaN/inf data, a non-finite loss or a non-finite gradient."""
+        return int(self._skipped)
+
+    @property
+    def num_updates(self) -> int:
+        """Critic updates done (calls that were not skipped); reading it waits for the device."""
+        return self.num_calls - self.num_skipped
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -107,59 +172,78 @@ class SAC:
         return self.normalizer(obs) if self.cfg.normalize_obs else obs
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+    def act(self, obs: torch.Tensor, deterministic: bool = False, generator=None) -> torch.Tensor:
         """Return actions (B, d) for raw observations (B, obs_dim): sampled, or b + c tanh(mu)."""
         s = self.normalize(obs.to(self.device, torch.float32))
-        return self.actor(s) if deterministic else self.actor.sample(s)[0]
+        return self.actor(s) if deterministic else self.actor.sample(s, generator)[0]
 
-    def update(self, batch: Batch) -> dict[str, float]:
-        """One gradient step of the critics (every k-th call also actor and alpha); metrics."""
-        if not batch.is_finite():
-            self.num_skipped += 1
-            return {'skipped': 1.0}
+    def update(self, batch: Batch, generator: torch.Generator | None = None) -> dict:
+        """One gradient step of the critics (every k-th call also actor and alpha); metrics.
+
+        Never waits for the device: the metrics are 0-d tensors, to be read at log intervals.
+        A batch with NaN/inf data, a non-finite loss or a non-finite gradient leaves weights,
+        targets and optimiser moments as they were; then metrics['skipped'] is 1 and the other
+        metrics are 0. generator: the noise of a~ and a (None: torch's global one).
+        """
         batch = batch.to(self.device)
         alpha = self.alpha
-        with torch.no_grad():
-            s, s_next = self.normalize(batch.obs), self.normalize(batch.next_obs)  # (B, o)
-            # V(s~) = min_i Q_thetabar_i(s~, a~) - alpha log pi(a~|s~), a~ ~ pi(.|s~): (B,)
-            a_next, log_pi_next = self.actor.sample(s_next)
-            V_next = self.critic_target.min_q(s_next, a_next) - alpha * log_pi_next
-            # Q_target = sum_k gamma^k S_k r_{t+k} + gamma^n_eff (1 - terminated) V(s~): (B,)
-            Q_target = batch.reward + batch.discount * (1.0 - batch.terminated) * V_next
-        # J_Q = 1/N sum_i E[(Q_theta_i(s, a) - Q_target)^2]; Q (N, B).
-        Q = self.critic(s, batch.action)
-        J_Q = ((Q - Q_target) ** 2).mean(dim=1).mean()
-        critic_norm = self._step(self.critic_optim, self.critic, J_Q)
-        if critic_norm is None:
-            return {'skipped': 1.0}
-        self.num_updates += 1
+        self.num_calls += 1
+        # eps~ for a~ ~ pi(.|s~) and eps for a ~ pi(.|s): (2, B, d), drawn outside compiled code.
+        B, d = batch.action.shape
+        eps = torch.randn(2, B, d, generator=generator, device=self.device)
+        J_Q, s, Q_mean, Q_target_mean = self._critic_loss(
+            batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated,
+            batch.discount, alpha, eps[0],
+        )  # fmt: skip
+        # The step is taken only if the data, the loss and the gradient are finite.
+        data_ok = batch.finite()
+        critic_norm, ok = self._step(self.critic_optim, self.critic, J_Q, data_ok)
         metrics = {
             'loss/critic': J_Q.detach(),
-            'value/q_mean': Q.detach().mean(),
-            'value/q_target_mean': Q_target.mean(),
+            'value/q_mean': Q_mean,
+            'value/q_target_mean': Q_target_mean,
             'grad_norm/critic': critic_norm,
         }
-        if self.num_updates % self.cfg.actor_update_interval == 0:
-            metrics.update(self._update_actor_and_alpha(s, alpha))
-        # thetabar <- tau theta + (1 - tau) thetabar
-        polyak_update(self.critic_target, self.critic, self.cfg.tau)
+        if self.num_calls % self.cfg.actor_update_interval == 0:
+            metrics.update(self._update_actor_and_alpha(s, alpha, ok, eps[1]))
+        # thetabar <- tau theta + (1 - tau) thetabar; tau -> 0 where the critic step was skipped.
+        polyak_update(self.critic_target, self.critic, self.cfg.tau * ok)
+        skipped = (~ok).float()
+        self._skipped += skipped
+        zero = torch.zeros((), device=self.device)
+        metrics = {key: torch.where(ok, value, zero) for key, value in metrics.items()}
         metrics['alpha'] = self.alpha
-        keys = list(metrics)
-        values = torch.stack([torch.as_tensor(metrics[k], dtype=torch.float32) for k in keys])
-        return dict(zip(keys, values.tolist()))  # one device sync per update
+        metrics['skipped'] = skipped
+        return metrics
 
-    def _update_actor_and_alpha(self, s: torch.Tensor, alpha: torch.Tensor) -> dict:
-        """J_pi = E[alpha log pi(a|s) - min_i Q_theta_i(s, a)], then J_alpha; a ~ pi reparam."""
-        a, log_pi = self.actor.sample(s)  # (B, d), (B,)
+    def critic_loss(self, obs, action, reward, next_obs, terminated, discount, alpha, eps_next):
+        """J_Q (paper Sec. 3.1) and what the update reuses: (J_Q, s, mean Q, mean Q_target)."""
+        with torch.no_grad():
+            s, s_next = self.normalize(obs), self.normalize(next_obs)  # (B, o)
+            # V(s~) = min_i Q_thetabar_i(s~, a~) - alpha log pi(a~|s~), a~ ~ pi(.|s~): (B,)
+            a_next, log_pi_next = self.actor.sample(s_next, eps=eps_next)
+            V_next = self.critic_target.min_q(s_next, a_next) - alpha * log_pi_next
+            # Q_target = sum_k gamma^k S_k r_{t+k} + gamma^n_eff (1 - terminated) V(s~): (B,)
+            Q_target = reward + discount * (1.0 - terminated) * V_next
+        # J_Q = 1/N sum_i E[(Q_theta_i(s, a) - Q_target)^2]; Q (N, B), all members in one pass.
+        Q = self.critic(s, action)
+        J_Q = ((Q - Q_target) ** 2).mean(dim=1).mean()
+        return J_Q, s, Q.detach().mean(), Q_target.mean()
+
+    def actor_loss(self, s, alpha, eps):
+        """J_pi = E[alpha log pi(a|s) - min_i Q_theta_i(s, a)] with a = f_phi(eps; s); log pi."""
+        a, log_pi = self.actor.sample(s, eps=eps)  # (B, d), (B,)
+        return (alpha * log_pi - self.critic.min_q(s, a)).mean(), log_pi
+
+    def _update_actor_and_alpha(self, s, alpha, critic_ok, eps) -> dict:
+        """Step the actor on J_pi, then log alpha on J_alpha (both only where critic_ok)."""
         self.critic.requires_grad_(False)  # the actor loss must not move the critics
-        J_pi = (alpha * log_pi - self.critic.min_q(s, a)).mean()
+        J_pi, log_pi = self._actor_loss(s, alpha, eps)
         self.critic.requires_grad_(True)
-        actor_norm = self._step(self.actor_optim, self.actor, J_pi)
-        if actor_norm is None:
-            return {}
+        actor_norm, ok = self._step(self.actor_optim, self.actor, J_pi, critic_ok)
         # J_alpha = E[-alpha (log pi(a|s) + H_bar)], stepping log alpha.
         J_alpha = -(self.log_alpha * (log_pi.detach() + self.target_entropy)).mean()
-        self._step(self.alpha_optim, None, J_alpha, params=[self.log_alpha])
+        self._step(self.alpha_optim, None, J_alpha, ok, params=[self.log_alpha])
         return {
             'loss/actor': J_pi.detach(),
             'loss/alpha': J_alpha.detach(),
@@ -167,18 +251,18 @@ class SAC:
             'grad_norm/actor': actor_norm,
         }
 
-    def _step(self, optim, module: nn.Module | None, loss: torch.Tensor, params=None):
-        """Backpropagate, clip the gradient norm, step; return None (no step) if non-finite."""
+    def _step(self, optim, module: nn.Module | None, loss, ok, params=None):
+        """Backpropagate, clip the gradient norm, step where ok and all is finite; (norm, ok)."""
         params = list(module.parameters()) if params is None else params
         optim.zero_grad(set_to_none=True)
         loss.backward()
-        norm = nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
-        if not (torch.isfinite(loss) and torch.isfinite(norm)):
-            optim.zero_grad(set_to_none=True)
-            self.num_skipped += 1
-            return None
-        optim.step()
-        return norm.detach()
+        if self.cfg.max_grad_norm is None:
+            norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        else:
+            norm = nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm, foreach=True)
+        ok = ok & torch.isfinite(loss) & torch.isfinite(norm)
+        masked_step(optim, ok)
+        return norm.detach(), ok
 
     def state_dict(self) -> dict:
         """Return what resuming needs: networks, targets, alpha, optimisers, normaliser."""
@@ -194,6 +278,7 @@ class SAC:
             'normalizer': self.normalizer.state_dict(),
             'num_updates': self.num_updates,
             'num_skipped': self.num_skipped,
+            'num_calls': self.num_calls,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -207,5 +292,6 @@ class SAC:
         self.critic_optim.load_state_dict(state['critic_optim'])
         self.alpha_optim.load_state_dict(state['alpha_optim'])
         self.normalizer.load_state_dict(state['normalizer'])
-        self.num_updates = int(state['num_updates'])
-        self.num_skipped = int(state['num_skipped'])
+        skipped = int(state['num_skipped'])
+        self.num_calls = int(state.get('num_calls', int(state['num_updates']) + skipped))
+        self._skipped.fill_(skipped)

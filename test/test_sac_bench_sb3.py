@@ -1,0 +1,39 @@
+"""`loco-train bench sac-sb3`: both implementations train, are scored alike, JSON last line."""
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from loco_train.cli import main
+
+pytest.importorskip('stable_baselines3', reason='the bench group: requirements/bench.txt')
+
+
+def test_side_by_side_run_prints_a_table_and_json(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # SB3 and the runner write nothing into the source tree
+    out = io.StringIO()
+    argv = ['bench', 'sac-sb3', '--envs', 'Pendulum-v1', '--steps', '120', '--seeds', '1']
+    argv += ['--eval-episodes', '1', '--speed-seconds', '0.2']
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    lines = out.getvalue().strip().splitlines()
+    result = json.loads(lines[-1])
+    assert result['bench'] == 'sac-sb3' and result['torch_threads'] == 1
+    speed = result['learner_updates_per_s']
+    assert speed['loco'] > 0 and speed['sb3'] > 0
+    assert speed['ratio'] == pytest.approx(speed['loco'] / speed['sb3'], rel=1e-2)
+    runs = result['runs']
+    assert sorted(r['impl'] for r in runs) == ['loco', 'sb3']
+    for run in runs:
+        # Pendulum returns are negative: 200 steps of cost; one episode evaluated for each.
+        assert -2000 < run['eval_return'] < 0 and run['steps'] == 120
+    table = result['results']['Pendulum-v1']
+    assert set(table) == {'loco', 'sb3'}
+    assert any(line.startswith('Pendulum-v1') and 'loco' in line for line in lines)
+
+
+def test_unknown_implementation_is_refused():
+    with pytest.raises(SystemExit, match='--impls'):
+        main(['bench', 'sac-sb3', '--impls', 'loco,cleanrl', '--steps', '0'])
