@@ -106,6 +106,7 @@ def run(args, work, tick_source):
             'stand_duration:=1.0',
             f'tick_source:={tick_source}',
             f'warm_lead:={args.warm_lead}',
+            f'warm_poll:={"true" if args.warm_poll else "false"}',
             f'update_key_file:={key_file}',
             'max_action_deviation:=100.0',  # the swap timed here is not about deviation
             'max_mean_action_deviation:=100.0',
@@ -244,6 +245,7 @@ def summarize(stats, cpu, policy, steps, args, tick_source):
         'cpu_affinity_sim_policy': args.pin,
         'cpu_dma_latency_us': args.dma_latency,
         'warm_lead_s': args.warm_lead,
+        'warm_poll': args.warm_poll,
         'tick_source': tick_source,
         'policy': policy,
         'policy_algorithm': (stats.get('policy') or {}).get('provenance', {}).get('algorithm'),
@@ -296,6 +298,11 @@ def main(argv=None):
         type=float,
         default=0.001,
         help="policy_node's warm_lead: s awake and warmed before each tick (0: sleep until it)",
+    )
+    parser.add_argument(
+        '--warm-poll',
+        action='store_true',
+        help="policy_node's warm_poll: poll without blocking from the warm-up until the tick",
     )
     args = parser.parse_args(argv)
     if args.pin and args.pin.count(':') != 1:
