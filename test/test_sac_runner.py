@@ -79,8 +79,7 @@ def test_smoke_run_checkpoint_and_resume(tmp_path):
     ]
     status, first = run_cli('--total-steps', '400', *common)
     assert status == 0
-    # The gymnasium preset: one env, one update per transition after learning_starts.
-    assert first['env_steps'] == 400 and first['updates'] == 200
+    assert first['env_steps'] == 400 and first['updates'] == 50  # utd 0.25 after 200 steps
     assert first['skipped_updates'] == 0 and first['eval_return'] < 0
     checkpoint = torch_load(first['checkpoint'])
     for key in (
@@ -100,11 +99,11 @@ def test_smoke_run_checkpoint_and_resume(tmp_path):
 
     status, second = run_cli('--total-steps', '600', '--resume', first['checkpoint'], *common)
     assert status == 0
-    assert second['env_steps'] == 600 and second['updates'] == 400  # continued, not restarted
+    assert second['env_steps'] == 600 and second['updates'] == 100  # continued, not restarted
     resumed = torch_load(second['checkpoint'])
     assert resumed['sac']['normalizer']['count'] == 600
     replay = torch_load(tmp_path / 'replay.pt')
-    assert replay['obs'].shape[0] == 600  # replay restored then extended (one env)
+    assert replay['obs'].shape[0] * 4 == 600  # replay restored then extended
     assert not torch.equal(
         resumed['sac']['actor']['head.weight'], checkpoint['sac']['actor']['head.weight']
     )
@@ -175,6 +174,24 @@ def test_nan_from_the_env_never_reaches_buffer_normaliser_or_networks(tmp_path):
     assert torch.isfinite(runner.sac.normalizer.mean).all()
     assert runner.episodes > 0 and np.isfinite(summary['final_return'])
     assert all(torch.isfinite(p).all() for p in runner.sac.actor.parameters())
+
+
+def test_gymnasium_ids_get_the_sb3_like_preset_and_pendulum_its_own():
+    import argparse
+
+    from loco_train.runners import sac as sac_runner
+
+    parser = argparse.ArgumentParser()
+    sac_runner.add_arguments(parser)
+    hopper = sac_runner.config_from_args(parser.parse_args(['--env', 'gymnasium:Hopper-v5']))
+    assert hopper.num_envs == 1 and hopper.sac.utd_ratio == 1.0 and hopper.sac.n_step == 1
+    assert hopper.sac.critic_hidden == (256, 256) and hopper.sac.critic_lr == 3e-4
+    assert hopper.learning_starts == hopper.random_steps == 100 and hopper.overlap
+    pendulum = sac_runner.config_from_args(parser.parse_args(['--env', 'gymnasium:Pendulum-v1']))
+    assert pendulum.num_envs == 4 and pendulum.sac.utd_ratio == 0.25 and pendulum.overlap
+    flags = ['--env', 'gymnasium:Hopper-v5', '--utd-ratio', '0.5', '--overlap', '0']
+    tuned = sac_runner.config_from_args(parser.parse_args(flags))
+    assert tuned.sac.utd_ratio == 0.5 and not tuned.overlap and tuned.num_envs == 1
 
 
 def test_hidden_and_lr_flags_override_the_anymal_preset():
