@@ -126,9 +126,13 @@ def test_sigkill_mid_split_loses_at_most_the_last_flush_period(request, tmp_path
     # a restart on the same output recovers what needs it and numbers on: bag_0002
     os.unlink(os.path.join(splits[1], 'metadata.yaml'))  # as if killed before its first rename
     recorder = start_node('recorder', [*args, '-p', 'flush_period:=0.2'], env, log)
-    restarted = []  # the killed recorder stays matched until its DDS lease ends: publish on
-    try:  # until the new one has opened its split, then 10 more
-        deadline = time.monotonic() + 30.0
+    # a fresh writer: the old one's reliable history waits on acks of the killed reader, which
+    # stays matched until its DDS lease ends
+    probe.node.destroy_publisher(publisher)
+    publisher = probe.node.create_publisher(JointState, '/joint_states', qos)
+    restarted = []  # publish on until the new recorder has opened its split, then 10 more
+    try:
+        deadline = time.monotonic() + 45.0
         while len(list_splits(str(bag))) < 3 and time.monotonic() < deadline:
             restarted.append(10_000 + len(restarted))
             publisher.publish(JointState(name=['seq'], position=[float(restarted[-1])]))

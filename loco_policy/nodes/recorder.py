@@ -100,7 +100,6 @@ class Recorder(Node):
         entries = [parse_topic(entry) for entry in get('topics')]
         derived = derived_topics([topic for topic, _ in entries])
         self.tf = BagTf(load_urdf(), self.writer.typestore, derived) if derived else None
-        self.latched, self.split = {}, None  # topic -> its last message (CDR); open split
         qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
         latched = QoSProfile(
             depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -134,17 +133,11 @@ class Recorder(Node):
         return write
 
     def _write(self, topic, stamp, data):
-        """Write one message; the split it opens first gets the latched topics' last ones."""
+        """Write one message; every split starts with the latched topics' last ones."""
+        if topic in LATCHED_TOPICS:
+            self.writer.preamble[topic] = data  # before the write: it may open a split
         self.writer.write(topic, stamp, data)
         self.counts[topic] = self.counts.get(topic, 0) + 1
-        if topic in LATCHED_TOPICS:
-            self.latched[topic] = data
-        if self.writer.path != self.split:  # this message opened a split
-            self.split = self.writer.path
-            for other, payload in self.latched.items():
-                if other != topic:
-                    self.writer.write(other, stamp, payload)
-                    self.counts[other] += 1
 
     def close(self):
         """Close the open split and log what was written."""

@@ -102,6 +102,10 @@ class SplitBagWriter:
         self._new_topic = False  # a topic declared since the last flush
         self._on_disk = False  # whether the open split has been flushed once
         self._last_flush = time.monotonic()  # s
+        self.preamble = {}
+        """topic -> serialized message written into every split before anything else (latched
+        topics: a split then opens on its own in a viewer)."""
+        self._split_topics = set()  # topics written into the open split
 
     def add_topic(self, topic, msgtype):
         """Declare a topic and its message type before writing it."""
@@ -137,6 +141,13 @@ class SplitBagWriter:
             self.close_split()
         if self.writer is None:
             self._open()
+            for other, payload in self.preamble.items():
+                if other != topic:  # a latched message that opens a split is its own copy
+                    self._write_one(other, timestamp_ns, payload)
+        self._write_one(topic, timestamp_ns, data)
+
+    def _write_one(self, topic, timestamp_ns, data):
+        """Write one message into the open split; flush as write() says."""
         if self._first_ns is None:
             self._first_ns = timestamp_ns
         storage = self.writer.storage
@@ -144,6 +155,7 @@ class SplitBagWriter:
             self.flush()  # before rosbags would close the chunk itself
         chunks = len(storage.chunks)
         self.writer.write(self.connections[topic], timestamp_ns, data)
+        self._split_topics.add(topic)
         self._bytes += len(data)
         self._pending += 1
         if len(storage.chunks) != chunks or not self._on_disk:
@@ -213,7 +225,13 @@ class SplitBagWriter:
     def close_split(self):
         """Close the current split, if one is open: a last flush, then the file is closed."""
         if self.writer is not None:
+            missing = [t for t in self.preamble if t not in self._split_topics]
+            if missing:  # the split's opening was cut short (a stop between two writes)
+                stamp = self.writer.max_timestamp
+                for topic in missing:
+                    self._write_one(topic, stamp, self.preamble[topic])
             self.flush(last=True)
+            self._split_topics = set()
             self.writer.storage.bio.close()  # releases the lock
             self.writer.storage = None
             self.closed_splits.append(self.path)
