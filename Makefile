@@ -21,7 +21,7 @@ $(VENV)/.package: setup.py setup.cfg $(VENV)/.deps-build | $(PY)
 	touch $@
 
 DEPLOY := $(VENV)/.deps-deploy $(VENV)/.deps-sim $(VENV)/.package
-ALL := $(DEPLOY) $(VENV)/.deps-train $(VENV)/.deps-tools $(VENV)/.deps-test
+ALL := $(DEPLOY) $(VENV)/.deps-train $(VENV)/.deps-tools $(VENV)/.deps-test $(VENV)/.deps-bench
 
 # The deployment stack on the simulated ANYmal: loco-launch (sim_robot on MuJoCo, policy_node,
 # recorder), driven through policy_node's services; table, PNG and one JSON line in runs/demo_*/.
