@@ -199,6 +199,7 @@ def test_watchdog_damps_within_three_periods_and_latches_until_reset(graph):
     graph.start('policy_node', "policy:=''")  # the default watchdog: 3 periods (60 ms)
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
+    assert probe.spin_until(lambda: last_state, 20.0)  # the probe hears sim_robot itself too
     running = False
     for _ in range(3):
         ok, message = probe.call('/policy_node/start')
