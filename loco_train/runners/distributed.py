@@ -219,3 +219,22 @@ def interrupted(command, ranks):
     if ranks.is_main:
         print(f'loco-train {command}: interrupted', file=sys.stderr, flush=True)
     return 130
+
+
+def run_ranked(name, args, train):
+    """Set up this rank, run train(args, ranks), tear down; the subcommand's exit status.
+
+    A refused set-up (ValueError) is one line and exit 2; Ctrl-C or SIGTERM ends every rank.
+    """
+    try:
+        ranks, device = setup(args.device)
+    except ValueError as error:
+        print(f'loco-train {name}: {error}', file=sys.stderr)
+        return 2
+    args.device = device
+    try:
+        return train(args, ranks)
+    except KeyboardInterrupt:
+        return interrupted(name, ranks)
+    finally:
+        teardown()

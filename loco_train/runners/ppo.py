@@ -173,18 +173,7 @@ def add_arguments(parser):
 
 def run(args):
     """Train PPO (data-parallel under torchrun) and print one JSON line with the result."""
-    try:
-        ranks, device = distributed.setup(args.device)
-    except ValueError as error:
-        print(f'loco-train ppo: {error}', file=sys.stderr)
-        return 2
-    args.device = device
-    try:
-        return _train(args, ranks)
-    except KeyboardInterrupt:
-        return distributed.interrupted('ppo', ranks)
-    finally:
-        distributed.teardown()
+    return distributed.run_ranked('ppo', args, _train)
 
 
 def _train(args, ranks):

@@ -301,18 +301,7 @@ def config_from_args(args):
 
 def run(args):
     """Train SHAC (data-parallel under torchrun) and print one JSON line with the result."""
-    try:
-        ranks, device = distributed.setup(args.device)
-    except ValueError as error:
-        print(f'loco-train shac: {error}', file=sys.stderr)
-        return 2
-    args.device = device
-    try:
-        return _train(args, ranks)
-    except KeyboardInterrupt:
-        return distributed.interrupted('shac', ranks)
-    finally:
-        distributed.teardown()
+    return distributed.run_ranked('shac', args, _train)
 
 
 def _train(args, ranks):
