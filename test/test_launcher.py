@@ -53,7 +53,7 @@ def test_ctrl_c_stops_every_node_and_closes_the_bag(request, tmp_path):
         wait_for(log, r'\[sim_robot\] .*publishing at', 1)
         time.sleep(1.0)
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
-        assert proc.wait(20) == 0
+        assert proc.wait(20) == 0, log.read_text()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -70,7 +70,7 @@ def test_sigterm_stops_every_node(request, tmp_path):
         pids = [int(p) for p in wait_for(log, r'started \w+ \(pid (\d+)\)', 2)]
         wait_for(log, r'\[command_source\] .*segment stand', 1)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0
+        assert proc.wait(20) == 0, log.read_text()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -57,6 +57,17 @@ def node_help(name, doc):
     return '\n'.join(lines + [textwrap.indent(table, '  ')])
 
 
+def interrupted(error):
+    """True when a KeyboardInterrupt is in error's chain of causes (raise ... from, or during)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
     """Init rclpy, build the node with factory(), spin until Ctrl-C/SIGTERM, shut down; exit code.
 
@@ -88,10 +99,12 @@ def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
         (spin or rclpy.spin)(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    except (RCLError, RuntimeError):
+    except Exception as error:
         # a publish or a message take racing the shutdown (Ctrl-C destroys the node's entities
-        # from rclpy's signal handler) is fine; anything else is not
-        if rclpy.ok():
+        # from rclpy's signal handler), or Ctrl-C landing inside a C++ call that re-raised it
+        # as another type (pybind11 turns it into TypeError), is fine; anything else is not
+        racing = isinstance(error, (RCLError, RuntimeError)) and not rclpy.ok()
+        if not (racing or interrupted(error)):
             raise
     finally:
         if on_exit is not None:

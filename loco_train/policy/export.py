@@ -126,10 +126,13 @@ def to_onnx_model(policy):
     return program.model_proto
 
 
-def export_policy(policy, path, algorithm, iterations, mean_return, command_ranges=None):
+def export_policy(
+    policy, path, algorithm, iterations, mean_return, command_ranges=None, extra_provenance=None
+):
     """Write policy (obs -> actions) to `path` as a ONNX file; return metadata.
 
     command_ranges: the training's {vx, vy, wz: [low, high]} for the contract (None: the spec's).
+    extra_provenance: more provenance keys (e.g. a fine-tuned policy's parent and updates).
     """
     import onnx
 
@@ -143,6 +146,7 @@ def export_policy(policy, path, algorithm, iterations, mean_return, command_rang
         'created': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
         'weights_sha256': weights_sha256(blob),
     }
+    provenance.update(extra_provenance or {})
     metadata = spec.contract_metadata(provenance, command_ranges)
     del model.metadata_props[:]
     for key, value in metadata.items():

@@ -1,0 +1,482 @@
+"""The online fine-tuning learner (ROS-free): warm start, replay mixing, SAC.update, export.
+
+Defaults follow As et al. 2026 (sim-to-online RL on real robots): critic update-to-data ratio
+1.25, the actor updated once every 20 critic updates, actor lr 1e-5 against critic lr 3e-4,
+simulation replay mixed in at 50 % decaying to 0 % over the first 15k updates.
+
+Warm starts:
+
+- from_onnx: a deployed policy file whose graph is the exporter's normaliser followed by a
+  SquashedGaussianActor (what `loco-train shac` and `loco-train sac` export). Its weights are
+  copied into the SAC actor, so the actor's mean action is the deployed policy's (checked against
+  onnxruntime on held-out observations); the critics start fresh and are fitted for
+  `warmup_updates` with the actor frozen before it moves.
+- from_checkpoint: a `loco-train sac` checkpoint.pt (actor, critics, temperature, normaliser,
+  optimisers), optionally with its simulation replay (replay.pt) as prior data.
+
+The observation normaliser stays as warm-started: its statistics are baked into every exported
+policy, and moving them would change the robot's actions without a gradient step.
+"""
+
+import copy
+from dataclasses import asdict, dataclass
+import io
+import math
+
+import numpy as np
+import torch
+
+from loco_policy import spec
+from loco_train.finetune.ingest import replay_fields
+from loco_train.policy.export import DeployedPolicy, export_policy
+from loco_train.policy.normalizer import EmpiricalNormalizer
+from loco_train.sac.actor import SquashedGaussianActor
+from loco_train.sac.batch import Batch
+from loco_train.sac.replay_buffer import ReplayBuffer
+from loco_train.sac.sac import SAC, SACConfig
+
+NEVER = 2**62
+"""Actor-update interval while the actor is frozen (no call count reaches a multiple of it)."""
+
+
+class WarmStartError(ValueError):
+    """A policy file or checkpoint the learner cannot start from; the message says why."""
+
+
+@dataclass
+class FinetuneConfig:
+    """What the sidecar learns with; defaults from As et al. 2026 where they give one."""
+
+    utd_ratio: float = 1.25
+    """Critic updates per robot transition."""
+    actor_update_interval: int = 20
+    """Critic updates per actor (and temperature) update."""
+    actor_lr: float = 1e-5
+    """Adam learning rate of the actor."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics."""
+    alpha_lr: float = 3e-4
+    """Adam learning rate of log alpha."""
+    init_alpha: float = 1e-3
+    """Temperature of an ONNX warm start (a checkpoint brings its own); small beside the
+    per-step reward, which is scaled by dt."""
+    batch_size: int = 256
+    """Transitions per update (robot and prior together)."""
+    n_step: int = 3
+    """n of the n-step return; windows stop at episode ends, gaps and segment ends."""
+    gamma: float = 0.99
+    """Discount factor."""
+    critic_hidden: tuple[int, ...] = (256, 256)
+    """Hidden widths of fresh critics (ONNX warm start)."""
+    num_critics: int = 2
+    """Q-networks in the ensemble of fresh critics."""
+    warmup_updates: int = 2000
+    """Critic updates with the actor frozen after an ONNX warm start (0: none)."""
+    prior_share: float = 0.5
+    """Share of each batch drawn from the prior (simulation) replay at the start."""
+    prior_decay_updates: int = 15000
+    """Updates over which the prior share falls linearly to 0."""
+    learning_starts: int = 256
+    """Robot transitions stored before the first update."""
+    replay_capacity: int = 100_000
+    """Robot transitions kept in memory, 33 min at 50 Hz, about 40 MB (the store keeps all)."""
+    max_grad_norm: float = 10.0
+    """Gradient-norm clip of each network."""
+
+
+def _initializers(path):
+    """Name -> numpy array of every initializer of an ONNX file."""
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        model = onnx.load(path)
+    except Exception as error:  # protobuf decode errors have no common base class
+        raise WarmStartError(
+            f'{path}: not an ONNX file ({type(error).__name__}: {error})'
+        ) from None
+    return {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+
+
+def actor_from_onnx(path, sigma0=0.3):
+    """(SquashedGaussianActor, EmpiricalNormalizer) with the weights of an exported policy file.
+
+    The exporter writes the actor's parameters under their module names (actor.trunk.<i>.*,
+    actor.head.*, actor.b, actor.c) and the normaliser as its mean and sqrt(var + eps); hidden
+    sizes and the activation are read from the graph.
+    """
+    import onnx
+
+    weights = _initializers(path)
+    trunk = sorted(
+        (int(name.split('.')[2]), name)
+        for name in weights
+        if name.startswith('actor.trunk.') and name.endswith('.weight')
+    )
+    needed = ('actor.head.weight', 'actor.head.bias', 'actor.b', 'actor.c', 'normalizer.mean')
+    if not trunk or any(name not in weights for name in needed):
+        raise WarmStartError(
+            f'{path}: not a squashed-Gaussian actor as loco-train shac/sac export it '
+            f'(initializers {sorted(weights)[:6]}...); warm-start from a SAC checkpoint instead'
+        )
+    ops = {node.op_type for node in onnx.load(path).graph.node}
+    activation = next(
+        (a for a, op in (('elu', 'Elu'), ('tanh', 'Tanh'), ('relu', 'Relu')) if op in ops), None
+    )
+    if activation is None:
+        raise WarmStartError(f'{path}: no known activation among the graph ops {sorted(ops)}')
+    hidden = tuple(int(weights[name].shape[0]) for _, name in trunk)
+    b, c = weights['actor.b'].copy(), weights['actor.c'].copy()
+    actor = SquashedGaussianActor(
+        int(weights[trunk[0][1]].shape[1]),
+        b,
+        c,
+        hidden=hidden,
+        activation=activation,
+        sigma0=sigma0,
+    )
+    state = {
+        key: torch.as_tensor(np.array(weights[f'actor.{key}']))
+        for key in [n[len('actor.') :] for n in weights if n.startswith('actor.')]
+    }
+    actor.load_state_dict(state)
+    normalizer = EmpiricalNormalizer(actor.trunk[0].in_features)
+    # the exporter folds sqrt(var + eps) into one constant; its name is torch's ('sqrt')
+    scale = weights.get('sqrt')
+    if scale is None or scale.shape != weights['normalizer.mean'].shape:
+        shape = weights['normalizer.mean'].shape
+        scale = next(
+            (
+                v
+                for n, v in weights.items()
+                if v.shape == shape and not n.startswith(('actor.', 'normalizer.'))
+            ),
+            None,
+        )
+    if scale is None:
+        raise WarmStartError(f'{path}: the normaliser scale is not in the graph')
+    with torch.no_grad():
+        normalizer.mean.copy_(torch.as_tensor(weights['normalizer.mean']))
+        var = torch.as_tensor(scale, dtype=torch.float64) ** 2 - normalizer.eps
+        normalizer.var.copy_(var.clamp_min(0.0).float())
+        normalizer.count.fill_(1.0)
+    return actor, normalizer
+
+
+def contract_command_ranges(path):
+    """The command_ranges of a policy file's contract, as exported (dict name -> [low, high])."""
+    from loco_policy.policy_file import OnnxPolicy
+
+    policy = OnnxPolicy(path, warmup=0)
+    return {k: list(v) for k, v in policy.contract.command_ranges.items()}
+
+
+class FineTuner:
+    """SAC on robot transitions: robot replay, optional prior replay, update schedule, export."""
+
+    def __init__(self, sac, config, parent=None, prior=None):
+        """Wrap a warm-started SAC.
+
+        parent: {path, sha256, command_ranges, version} of the policy started from; prior: a
+        ReplayBuffer of simulation transitions (or None).
+        """
+        self.sac, self.cfg = sac, config
+        self.parent = dict(parent or {})
+        self.prior = prior if prior is not None and len(prior) > 0 else None
+        self.robot = ReplayBuffer(
+            config.replay_capacity,
+            1,
+            sac.actor_kwargs['obs_dim'],
+            sac.actor.action_dim,
+            device=sac.device,
+        )
+        self.generator = torch.Generator(sac.device).manual_seed(0)
+        self.updates = 0  # critic updates done by this learner (all runs of it)
+        self.robot_transitions = 0  # robot transitions given to add() (all runs)
+        self.credit = 0.0  # fractional updates owed
+        self.version = int(self.parent.get('version', 0))  # version of the last export
+        self.exports = 0
+        self.frozen_until = 0  # updates before which the actor stays frozen
+        self.last_metrics = {}
+        self._apply_schedule()
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_onnx(cls, path, config=None, device='cpu'):
+        """Start from a deployed policy file: its actor and normaliser, fresh critics."""
+        import hashlib
+
+        config = config or FinetuneConfig()
+        actor, normalizer = actor_from_onnx(path)
+        sac = SAC(
+            actor.trunk[0].in_features, actor.b, actor.c, _sac_config(config, actor), device=device
+        )
+        sac.actor.load_state_dict(actor.state_dict())
+        sac.normalizer.load_state_dict(normalizer.state_dict())
+        with open(path, 'rb') as handle:
+            digest = hashlib.sha256(handle.read()).hexdigest()
+        parent = {
+            'path': str(path),
+            'sha256': digest,
+            'version': 0,
+            'command_ranges': contract_command_ranges(path),
+            'warm_start': 'onnx',
+        }
+        tuner = cls(sac, config, parent)
+        tuner.frozen_until = config.warmup_updates
+        tuner._apply_schedule()
+        return tuner
+
+    @classmethod
+    def from_checkpoint(cls, path, config=None, device='cpu', prior_replay=None):
+        """Start from a `loco-train sac` checkpoint.pt; prior_replay: its replay.pt (or None)."""
+        from loco_train.policy.atomic_io import torch_load
+
+        config = config or FinetuneConfig()
+        try:
+            state = torch_load(path, map_location=device)
+            saved = state['sac']
+        except (OSError, KeyError, RuntimeError) as error:
+            raise WarmStartError(f'{path}: not a loco-train sac checkpoint ({error})') from None
+        payload = state.get('policy', {})
+        kwargs = payload.get('actor_kwargs') or {}
+        cfg = SACConfig(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in saved['config'].items()}
+        )
+        cfg.actor_lr, cfg.critic_lr, cfg.alpha_lr = (
+            config.actor_lr,
+            config.critic_lr,
+            config.alpha_lr,
+        )
+        cfg.batch_size, cfg.n_step, cfg.gamma = config.batch_size, config.n_step, config.gamma
+        cfg.utd_ratio, cfg.max_grad_norm = config.utd_ratio, config.max_grad_norm
+        cfg.actor_update_interval = config.actor_update_interval
+        sac = SAC(
+            kwargs.get('obs_dim', spec.OBS_DIM),
+            kwargs['action_bias'],
+            kwargs['action_scale'],
+            cfg,
+            device=device,
+        )
+        sac.load_state_dict(saved)
+        for optim, lr in (
+            (sac.actor_optim, cfg.actor_lr),
+            (sac.critic_optim, cfg.critic_lr),
+            (sac.alpha_optim, cfg.alpha_lr),
+        ):
+            for group in optim.param_groups:
+                group['lr'] = lr
+        prior = None
+        if prior_replay:
+            prior = _load_replay(prior_replay, sac)
+        ranges = payload.get('command_ranges') or spec.contract_metadata({})['command_ranges']
+        parent = {
+            'path': str(path),
+            'sha256': '',
+            'version': 0,
+            'command_ranges': ranges,
+            'warm_start': 'checkpoint',
+        }
+        tuner = cls(sac, config, parent, prior)
+        tuner.frozen_until = 0
+        tuner._apply_schedule()
+        return tuner
+
+    # -- data -----------------------------------------------------------------------------------
+
+    def add(self, transitions):
+        """Store robot transitions (ingest.drain()'s dict); owe utd_ratio updates for each."""
+        n = len(transitions['seq'])
+        if n == 0:
+            return 0
+        fields = [torch.as_tensor(np.asarray(f)) for f in replay_fields(transitions)]
+        finite = torch.isfinite(fields[0]).all(1) & torch.isfinite(fields[3]).all(1)
+        finite &= torch.isfinite(fields[1]).all(1) & torch.isfinite(fields[2])
+        for i in torch.nonzero(finite).flatten().tolist():
+            self.robot.add(*(f[i : i + 1] for f in fields))
+        kept = int(finite.sum())
+        before = self.robot_transitions
+        self.robot_transitions += kept
+        fresh = self.robot_transitions - max(before, self.cfg.learning_starts)
+        if fresh > 0:
+            self.credit += self.cfg.utd_ratio * fresh
+        return kept
+
+    def owed(self):
+        """Whole updates owed by the data received (the update-to-data ratio)."""
+        return math.floor(self.credit)
+
+    def prior_share(self):
+        """Share of the batch from the prior replay now: linear decay to 0."""
+        if self.prior is None or self.cfg.prior_decay_updates <= 0:
+            return 0.0
+        left = max(0.0, 1.0 - self.updates / self.cfg.prior_decay_updates)
+        return self.cfg.prior_share * left
+
+    def sample(self):
+        """One Batch: robot transitions, plus the prior's share from the simulation replay."""
+        B, cfg = self.cfg.batch_size, self.cfg
+        n_prior = int(round(B * self.prior_share()))
+        parts = []
+        if B - n_prior > 0:
+            parts.append(self.robot.sample(B - n_prior, cfg.n_step, cfg.gamma, self.generator))
+        if n_prior > 0:
+            parts.append(self.prior.sample(n_prior, cfg.n_step, cfg.gamma, self.generator))
+        if len(parts) == 1:
+            return parts[0]
+        return Batch(
+            **{
+                name: torch.cat([getattr(p, name) for p in parts])
+                for name in parts[0].__dataclass_fields__
+            }
+        )
+
+    # -- learning -------------------------------------------------------------------------------
+
+    @property
+    def actor_frozen(self):
+        """True during the critic warm-up after an ONNX warm start."""
+        return self.updates < self.frozen_until
+
+    def _apply_schedule(self):
+        """Freeze the actor (and temperature) during warm-up, else the configured interval."""
+        interval = NEVER if self.actor_frozen else self.cfg.actor_update_interval
+        self.sac.cfg.actor_update_interval = interval
+
+    def update(self, limit=None):
+        """Run the owed updates (at most limit); return how many ran."""
+        if len(self.robot) < max(1, self.cfg.learning_starts):
+            return 0
+        count = self.owed() if limit is None else min(self.owed(), int(limit))
+        for _ in range(count):
+            self.last_metrics = self.sac.update(self.sample(), self.generator)
+            self.updates += 1
+            self.credit -= 1.0
+            self._apply_schedule()
+        return count
+
+    def metrics(self):
+        """The last update's metrics as floats (reads the device)."""
+        return {key: float(value) for key, value in self.last_metrics.items()}
+
+    # -- export ---------------------------------------------------------------------------------
+
+    def deployed_policy(self):
+        """The current deterministic policy (normaliser + actor mean), detached copies."""
+        return DeployedPolicy(
+            copy.deepcopy(self.sac.normalizer).cpu(), copy.deepcopy(self.sac.actor).cpu()
+        ).eval()
+
+    def export(self, path):
+        """Write the next version's candidate ONNX atomically; (version, parent, metadata)."""
+        parent_version = self.version
+        version = self.version + 1
+        extra = {
+            'parent_version': parent_version,
+            'parent_sha256': self.parent.get('sha256', ''),
+            'version': version,
+            'updates': self.updates,
+            'robot_transitions': self.robot_transitions,
+            'warm_start': self.parent.get('warm_start', ''),
+        }
+        metadata = export_policy(
+            self.deployed_policy(),
+            path,
+            'sac_finetune',
+            self.updates,
+            0.0,
+            self.parent.get('command_ranges'),
+            extra_provenance=extra,
+        )
+        self.version, self.exports = version, self.exports + 1
+        return version, parent_version, metadata
+
+    # -- checkpoint -----------------------------------------------------------------------------
+
+    def state_dict(self):
+        """Networks, optimisers, temperature, normaliser and the learner's counters."""
+        return {
+            'sac': self.sac.state_dict(),
+            'actor_kwargs': self.sac.actor_kwargs,
+            'finetune': asdict(self.cfg),
+            'parent': self.parent,
+            'updates': self.updates,
+            'robot_transitions': self.robot_transitions,
+            'credit': self.credit,
+            'version': self.version,
+            'exports': self.exports,
+            'frozen_until': self.frozen_until,
+        }
+
+    def to_bytes(self):
+        """state_dict() serialised (what the store's checkpoint slot keeps)."""
+        buffer = io.BytesIO()
+        torch.save(self.state_dict(), buffer)
+        return buffer.getvalue()
+
+    def load_bytes(self, data):
+        """Restore from to_bytes() output: the counters continue (the next export is version+1)."""
+        state = torch.load(io.BytesIO(data), map_location=self.sac.device, weights_only=True)
+        self.sac.load_state_dict(state['sac'])
+        self.parent = dict(state['parent'])
+        self.updates = int(state['updates'])
+        self.robot_transitions = int(state['robot_transitions'])
+        self.credit = float(state['credit'])
+        self.version = int(state['version'])
+        self.exports = int(state['exports'])
+        self.frozen_until = int(state['frozen_until'])
+        self._apply_schedule()
+
+    def refill(self, transitions):
+        """Put stored robot transitions back in memory after a restart (no updates owed)."""
+        credit, count = self.credit, self.robot_transitions
+        self.add(transitions)
+        self.credit, self.robot_transitions = credit, count
+
+
+def _sac_config(config, actor):
+    """SACConfig of an ONNX warm start: the actor's shape, fresh critics, the learner's rates."""
+    return SACConfig(
+        actor_hidden=tuple(
+            layer.out_features for layer in actor.trunk if isinstance(layer, torch.nn.Linear)
+        ),
+        critic_hidden=tuple(config.critic_hidden),
+        activation=_activation_name(actor),
+        num_critics=config.num_critics,
+        gamma=config.gamma,
+        n_step=config.n_step,
+        batch_size=config.batch_size,
+        utd_ratio=config.utd_ratio,
+        actor_lr=config.actor_lr,
+        critic_lr=config.critic_lr,
+        alpha_lr=config.alpha_lr,
+        init_alpha=config.init_alpha,
+        actor_update_interval=config.actor_update_interval,
+        max_grad_norm=config.max_grad_norm,
+        sigma0=float(
+            math.exp(actor.head.bias[actor.action_dim :].detach().mean().clamp(-4.9, 1.9))
+        ),
+    )
+
+
+def _activation_name(actor):
+    """The activation name of an actor's trunk (elu, tanh, relu or silu)."""
+    names = {'ELU': 'elu', 'Tanh': 'tanh', 'ReLU': 'relu', 'SiLU': 'silu'}
+    for layer in actor.trunk:
+        if type(layer).__name__ in names:
+            return names[type(layer).__name__]
+    return 'elu'
+
+
+def _load_replay(path, sac):
+    """A ReplayBuffer from a `loco-train sac --save-replay` replay.pt, on the learner's device."""
+    from loco_train.policy.atomic_io import torch_load
+
+    state = torch_load(path, map_location=sac.device)
+    shape = state['obs'].shape  # (T, N, obs_dim)
+    buffer = ReplayBuffer(
+        shape[0] * shape[1], shape[1], shape[2], sac.actor.action_dim, device=sac.device
+    )
+    buffer.load_state_dict(state)
+    return buffer

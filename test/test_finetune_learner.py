@@ -1,0 +1,109 @@
+"""The fine-tuning learner without ROS: warm start from the shipped policy, updates, export."""
+
+import numpy as np
+import pytest
+import torch
+
+from loco_policy import spec
+from loco_policy.control.hot_swap import action_check, contract_differences, SwapLimits
+from loco_policy.policy_file import OnnxPolicy
+from loco_train.finetune.ingest import empty_transitions
+from loco_train.finetune.learner import FinetuneConfig, FineTuner, WarmStartError
+
+SHIPPED = 'loco_policy/policies/anymal_c_walk.onnx'
+PPO = 'loco_policy/policies/anymal_c_walk_ppo.onnx'
+
+
+def held_out_observations(tuner, count=512, seed=7):
+    """Observations around the policy's own normaliser statistics (never used to fit)."""
+    rng = np.random.default_rng(seed)
+    mean = tuner.sac.normalizer.mean.numpy()
+    std = np.sqrt(tuner.sac.normalizer.var.numpy())
+    return (mean + std * rng.standard_normal((count, spec.OBS_DIM))).astype(np.float32)
+
+
+def fake_transitions(count, seed=0):
+    """Consecutive WALK transitions of one segment with random observations and rewards."""
+    rng = np.random.default_rng(seed)
+    t = empty_transitions(count)
+    t['seq'][:] = np.arange(count)
+    t['segment'][:] = 1
+    t['obs'][:] = rng.standard_normal((count, spec.OBS_DIM)) * 0.3
+    t['next_obs'][:] = rng.standard_normal((count, spec.OBS_DIM)) * 0.3
+    t['action'][:] = (
+        spec.DEFAULT_JOINT_POS * 0 + rng.standard_normal((count, spec.ACTION_DIM)) * 0.1
+    )
+    t['reward'][:] = rng.standard_normal(count) * 0.01
+    return t
+
+
+def test_the_warm_started_actor_mean_is_the_deployed_policy():
+    tuner = FineTuner.from_onnx(SHIPPED)
+    deployed = OnnxPolicy(SHIPPED)
+    obs = held_out_observations(tuner)
+    ours = tuner.sac.act(torch.as_tensor(obs), deterministic=True).numpy()
+    theirs = np.array([deployed.act(row) for row in obs])
+    assert np.abs(ours - theirs).max() < 1e-5
+    assert tuner.actor_frozen and tuner.version == 0
+
+
+def test_a_policy_without_a_squashed_gaussian_actor_is_refused_with_the_reason():
+    with pytest.raises(WarmStartError, match='checkpoint'):
+        FineTuner.from_onnx(PPO)
+
+
+def test_updates_follow_the_update_to_data_ratio_and_the_actor_waits_for_its_warm_up():
+    cfg = FinetuneConfig(warmup_updates=30, learning_starts=64, batch_size=32)
+    tuner = FineTuner.from_onnx(SHIPPED, cfg)
+    actor_before = [p.detach().clone() for p in tuner.sac.actor.parameters()]
+    critic_before = [p.detach().clone() for p in tuner.sac.critic.parameters()]
+    assert tuner.add(fake_transitions(64)) == 64
+    assert tuner.owed() == 0  # nothing owed before learning_starts
+    tuner.add(fake_transitions(20, seed=1))
+    assert tuner.owed() == 25  # 20 transitions x 1.25
+    assert tuner.update() == 25
+    assert all(torch.equal(a, b) for a, b in zip(actor_before, tuner.sac.actor.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(critic_before, tuner.sac.critic.parameters()))
+    tuner.add(fake_transitions(40, seed=2))
+    tuner.update()  # 50 more: the warm-up ends at 30, then the actor steps every 20th update
+    assert not tuner.actor_frozen
+    assert not all(torch.equal(a, b) for a, b in zip(actor_before, tuner.sac.actor.parameters()))
+
+
+def test_nan_transitions_are_not_stored():
+    tuner = FineTuner.from_onnx(SHIPPED, FinetuneConfig(learning_starts=1))
+    t = fake_transitions(10)
+    t['obs'][3, 5] = np.nan
+    t['reward'][7] = np.inf
+    assert tuner.add(t) == 8 and len(tuner.robot) == 8
+
+
+def test_an_export_keeps_the_contract_and_passes_the_robot_checks(tmp_path):
+    tuner = FineTuner.from_onnx(SHIPPED, FinetuneConfig(warmup_updates=0, learning_starts=32,
+                                                        batch_size=32))  # fmt: skip
+    tuner.add(fake_transitions(32))
+    tuner.add(fake_transitions(40, seed=3))
+    tuner.update()
+    version, parent, metadata = tuner.export(str(tmp_path / 'v1.onnx'))
+    assert (version, parent) == (1, 0)
+    candidate, active = OnnxPolicy(str(tmp_path / 'v1.onnx')), OnnxPolicy(SHIPPED)
+    assert contract_differences(candidate.contract, active.contract) == []
+    provenance = metadata['provenance']
+    assert provenance['parent_version'] == 0 and provenance['updates'] == tuner.updates
+    assert provenance['robot_transitions'] == 72 and provenance['algorithm'] == 'sac_finetune'
+    figures = action_check(candidate, active, held_out_observations(tuner, 64), SwapLimits())
+    assert figures['deviation_max'] < 0.1  # a slow actor (lr 1e-5) barely moves in 50 updates
+
+
+def test_a_restored_learner_continues_its_counters_and_weights():
+    cfg = FinetuneConfig(warmup_updates=0, learning_starts=16, batch_size=16)
+    tuner = FineTuner.from_onnx(SHIPPED, cfg)
+    tuner.add(fake_transitions(40))
+    tuner.update()
+    tuner.version = 4
+    blob = tuner.to_bytes()
+    again = FineTuner.from_onnx(SHIPPED, cfg)
+    again.load_bytes(blob)
+    assert (again.updates, again.version, again.robot_transitions) == (tuner.updates, 4, 40)
+    for a, b in zip(tuner.sac.critic.parameters(), again.sac.critic.parameters()):
+        assert torch.equal(a, b)
