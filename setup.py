@@ -59,6 +59,7 @@ setup(
             'command_source = loco_policy.nodes.command_source:main',
             'excitation = loco_policy.nodes.excitation:main',
             'robot_description = loco_policy.nodes.robot_description:main',
+            'sac_finetune = loco_train.nodes.sac_finetune:main',
         ],
     },
 )

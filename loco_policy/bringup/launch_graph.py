@@ -11,6 +11,13 @@ Arguments (``name:=value``), all strings as on a ``ros2 launch`` command line:
     bag         PATH           recorder output root ('' = bags/anymal_<date>_<time>)
     command     '' | demo | SCHEDULE   start command_source with that /cmd_vel schedule
     stats_file  PATH           policy_node writes its run summary JSON there at shutdown
+    finetune    true | false   start sac_finetune, the online SAC learner — default false
+    update_key  PATH           HMAC key file of /policy/update, given to policy_node and
+                               sac_finetune ('' = policy_node refuses every update)
+    store       PATH           sac_finetune's transition store ('' = its config's)
+    finetune_config PATH       sac_finetune's parameter file ('' = config/sac_finetune.yaml)
+    payload     KG             mass added to sim_robot's base — default 0
+    gain_scale  X              sim_robot's multiplier on kp, kd (weaker drives < 1) — default 1
 """
 
 from dataclasses import dataclass, field
@@ -20,6 +27,9 @@ import sys
 from loco_policy.tools import command_schedule
 
 PACKAGE = 'loco_policy'
+
+TRAINING_NODES = {'sac_finetune': 'loco_train.nodes.sac_finetune'}
+"""Nodes whose module is on the training side (they import torch), by name."""
 
 ARGUMENTS = {
     'use_sim': ('true', 'start sim_robot, the simulated ANYmal'),
@@ -33,6 +43,12 @@ ARGUMENTS = {
     'bag': ('', "recorder output root ('' = bags/anymal_<date>_<time>)"),
     'command': ('', "'' none, demo, or a schedule 'name:seconds:vx,vy,wz;...'"),
     'stats_file': ('', 'policy_node run summary JSON path (written at shutdown)'),
+    'finetune': ('false', 'start sac_finetune, the online SAC learner (needs the train group)'),
+    'update_key': ('', 'HMAC key file of /policy/update for policy_node and sac_finetune'),
+    'store': ('', "sac_finetune's transition store directory ('' = config/sac_finetune.yaml's)"),
+    'finetune_config': ('', "sac_finetune's parameter file ('' = config/sac_finetune.yaml)"),
+    'payload': ('0', "kg added to sim_robot's base (a perturbation)"),
+    'gain_scale': ('1', "sim_robot's multiplier on kp and kd (weaker drives below 1)"),
 }
 """name -> (default, description) of every launch argument."""
 
@@ -53,7 +69,7 @@ class NodeSpec:
     @property
     def module(self):
         """Python module of the node (python -m)."""
-        return f'{PACKAGE}.nodes.{self.name}'
+        return TRAINING_NODES.get(self.name, f'{PACKAGE}.nodes.{self.name}')
 
 
 def config_dir():
@@ -102,8 +118,9 @@ def node_graph(args, config=None):
     config = config or config_dir()
     nodes = []
 
-    def add(name, **overrides):
-        nodes.append(NodeSpec(name, os.path.join(config, f'{name}.yaml'), overrides))
+    def add(name, params_file=None, **overrides):
+        params_file = params_file or os.path.join(config, f'{name}.yaml')
+        nodes.append(NodeSpec(name, params_file, overrides))
 
     if args['backend'] not in ('mujoco', 'warp'):
         raise ValueError(f'argument backend:={args["backend"]} must be mujoco or warp')
@@ -116,18 +133,34 @@ def node_graph(args, config=None):
         raise ValueError(
             f'argument description:={args["description"]} must be auto, true or false'
         )
+    perturbation = {}
+    for name in ('payload', 'gain_scale'):
+        try:
+            value = float(args[name])
+        except ValueError:
+            raise ValueError(f'argument {name}:={args[name]} must be a number') from None
+        if value != float(ARGUMENTS[name][0]):
+            perturbation[name] = value
     if use_sim:  # one publisher of the description: robot_description when it runs
         add(
             'sim_robot',
             backend=args['backend'],
             **({'publish_description': False} if describe else {}),
+            **perturbation,
         )
     if describe:
         add('robot_description')
     policy = {} if args['policy'] == 'shipped' else {'policy': args['policy']}
     if args['stats_file']:
         policy['stats_file'] = args['stats_file']
+    if args['update_key']:
+        policy['update_key_file'] = args['update_key']
     add('policy_node', **policy)
+    if flag(args, 'finetune'):
+        learner = {'update_key_file': args['update_key']} if args['update_key'] else {}
+        if args['store']:
+            learner['store'] = args['store']
+        add('sac_finetune', params_file=args['finetune_config'] or None, **learner)
     if flag(args, 'record'):
         add('recorder', **({'output': args['bag']} if args['bag'] else {}))
     if args['command']:

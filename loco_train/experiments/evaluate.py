@@ -63,6 +63,14 @@ class EvalConfig:
     """Base height (m) below which the robot has fallen."""
     fall_tilt: float = 1.0
     """Roll or pitch (rad) beyond which the robot has fallen."""
+    payload: float = 0.0
+    """Mass (kg) added to the base, as sim_robot's payload parameter."""
+    gain_scale: float = 1.0
+    """Multiplier on the commanded kp and kd (weaker drives below 1), as sim_robot's."""
+    friction: float = -1.0
+    """Sliding friction coefficient (< 0: the description's)."""
+    latency: float = 0.0
+    """Seconds from a command to its use by the actuators."""
 
 
 def schedule_command(t):
@@ -191,10 +199,11 @@ def evaluate(policy_path, config, plot_path=None, video=None):
     video (a loco_policy.tools.video.VideoSettings or None): render the first seed's rollout.
     """
     from loco_policy.policy_file import OnnxPolicy
-    from loco_policy.sim.backends import make_backend
+    from loco_policy.sim.backends import make_backend, Perturbation
 
     policy = OnnxPolicy(policy_path)
-    backend = make_backend(config.sim)
+    perturbation = Perturbation(config.payload, config.friction, config.gain_scale, config.latency)
+    backend = make_backend(config.sim, perturbation)
     recorder = _open_video(video, policy_path, config) if video else None
     per_seed, falls, first, terms, video_summary = [], 0, None, [], None
     for seed in range(config.seeds):
@@ -226,6 +235,10 @@ def evaluate(policy_path, config, plot_path=None, video=None):
         'policy': os.path.abspath(policy_path),
         'sim': config.sim,
         'seeds': config.seeds,
+        'perturbation': {
+            'payload': config.payload, 'gain_scale': config.gain_scale,
+            'friction': config.friction, 'latency': config.latency,
+        },  # fmt: skip
         'falls': falls,
         'mean_lin_err': float(np.mean([s['lin_err'] for s in moving])) if moving else None,
         'mean_yaw_err': float(np.mean([s['yaw_err'] for s in moving])) if moving else None,
@@ -250,6 +263,14 @@ def add_arguments(parser):
     parser.add_argument('policy', help='ONNX policy file')
     parser.add_argument('--sim', default='mujoco', choices=('mujoco', 'warp'))
     parser.add_argument('--seeds', type=int, default=10)
+    parser.add_argument('--payload', type=float, default=0.0, help='kg added to the base')
+    parser.add_argument(
+        '--gain-scale', type=float, default=1.0, help='multiplier on kp and kd (weaker drives < 1)'
+    )
+    parser.add_argument(
+        '--friction', type=float, default=-1.0, help="sliding friction (< 0: the description's)"
+    )
+    parser.add_argument('--latency', type=float, default=0.0, help='s from command to actuators')
     parser.add_argument('--plot', default='', help='PNG of command vs measured (seed 0)')
     parser.add_argument('--video', default='', help='MP4 of the rollout (seed 0)')
     parser.add_argument('--video-fps', type=float, default=25.0, help='video frames per s')
@@ -272,7 +293,10 @@ def run(args):
         except ValueError as error:
             print(f'loco-train eval: {error}', file=sys.stderr)
             return 2
-    config = EvalConfig(sim=args.sim, seeds=args.seeds)
+    config = EvalConfig(
+        sim=args.sim, seeds=args.seeds, payload=args.payload, gain_scale=args.gain_scale,
+        friction=args.friction, latency=args.latency,
+    )  # fmt: skip
     try:
         summary = evaluate(args.policy, config, args.plot or None, video)
     except VideoUnavailable as error:  # only raised when a video was asked for

@@ -156,7 +156,7 @@ def actor_from_onnx(path, sigma0=0.3):
     if scale is None:
         raise WarmStartError(f'{path}: the normaliser scale is not in the graph')
     with torch.no_grad():
-        normalizer.mean.copy_(torch.as_tensor(weights['normalizer.mean']))
+        normalizer.mean.copy_(torch.as_tensor(weights['normalizer.mean'].copy()))
         var = torch.as_tensor(scale, dtype=torch.float64) ** 2 - normalizer.eps
         normalizer.var.copy_(var.clamp_min(0.0).float())
         normalizer.count.fill_(1.0)

@@ -1,0 +1,290 @@
+"""sac_finetune: online SAC fine-tuning from /replay/transitions, new policies on /policy/update.
+
+Subscribes /replay/transitions (reliable; loco_policy.transition rows), rebuilds transitions
+(loco_train.finetune.ingest), keeps them in a crash-safe store (loco_train.finetune.store) and
+learns from them with SAC (loco_train.finetune.learner) on a worker thread, so the robot never
+waits for it. Every export_every updates (or export_every_s seconds) it writes a candidate ONNX
+into policy_dir, checkpoints, and announces it on /policy/update signed with the key of
+update_key_file. /diagnostics (DiagnosticStatus 'sac_finetune') once per diagnostics_period.
+
+The only node that imports both rclpy and torch: it may run on the robot PC (cpu_affinity away
+from policy_node's core) or on any machine of the DDS network (device: cpu, cuda).
+"""
+
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Float32MultiArray, String
+
+import loco_policy
+from loco_policy.control import hot_swap
+from loco_policy.control.realtime import set_cpu_affinity
+from loco_policy.nodes import any_type, run_node, steady_clock
+
+SHIPPED_POLICY = os.path.join(os.path.dirname(loco_policy.__file__), 'policies', 'anymal_c_walk.onnx')
+
+LEARNER_PARAMETERS = (
+    'utd_ratio', 'actor_update_interval', 'actor_lr', 'critic_lr', 'alpha_lr', 'init_alpha',
+    'batch_size', 'n_step', 'gamma', 'warmup_updates', 'prior_share', 'prior_decay_updates',
+    'learning_starts', 'replay_capacity',
+)  # fmt: skip
+"""FinetuneConfig fields exposed as parameters of the same name."""
+
+
+class SacFinetune(Node):
+    """Thin node: topics, timers and parameters around the ROS-free learner and store."""
+
+    def __init__(self):
+        """Declare parameters, warm-start (or resume from the store), start the learner."""
+        super().__init__('sac_finetune')
+        import torch
+
+        from loco_train.finetune import learner, reward
+        from loco_train.finetune.ingest import TransitionAssembler
+        from loco_train.finetune.store import TransitionStore
+
+        defaults = learner.FinetuneConfig()
+        for name in LEARNER_PARAMETERS:
+            self.declare_parameter(name, getattr(defaults, name), any_type())
+        declare = self.declare_parameter
+        declare('device', 'cpu')  # torch device of the learner: cpu, cuda, cuda:1
+        declare('torch_threads', 1)  # torch CPU threads (0: torch's default)
+        declare('cpu_affinity', '')  # CPU ids for this process, e.g. '1' ('' = unchanged)
+        declare('warm_start', SHIPPED_POLICY)  # policy .onnx, or a loco-train sac checkpoint.pt
+        declare('prior_replay', '')  # replay.pt of the checkpoint's simulation run ('' none)
+        declare('store', 'finetune_store')  # directory of the crash-safe transition store
+        declare('policy_dir', 'finetune_policies')  # candidate ONNX files are written here
+        declare('update_key_file', '')  # HMAC key file shared with policy_node
+        declare('export_every', 2000, any_type())  # updates between candidates
+        declare('export_every_s', 0.0, any_type())  # s between candidates (0: by updates only)
+        declare('checkpoint_every_s', 30.0, any_type())  # s between learner checkpoints
+        declare('diagnostics_period', 1.0, any_type())  # s
+        declare('queue_depth', 500)  # /replay/transitions messages buffered (10 s at 50 Hz)
+        declare('reorder_window', 20)  # rows a message may arrive out of order
+        declare('max_updates_per_s', 0.0, any_type())  # 0: as fast as owed
+        # the task reward weights the warm-start policy was trained with (RewardConfig names)
+        declare('reward_overrides', [''])
+        value = self.get_parameter
+        affinity = value('cpu_affinity').value
+        if affinity:
+            set_cpu_affinity(affinity)
+        threads = int(value('torch_threads').value)
+        if threads > 0:
+            torch.set_num_threads(threads)
+        config = learner.FinetuneConfig(
+            **{n: type(getattr(defaults, n))(value(n).value) for n in LEARNER_PARAMETERS}
+        )
+        overrides = [o for o in value('reward_overrides').value if o]
+        self.weights = reward.weights_from_overrides(overrides)
+        self.policy_dir = os.path.abspath(value('policy_dir').value)
+        os.makedirs(self.policy_dir, exist_ok=True)
+        self.key_path = value('update_key_file').value
+        self.key = None
+        try:
+            self.key = hot_swap.read_key(self.key_path)
+        except hot_swap.UpdateRejected as error:
+            self.get_logger().warning(f'{error}; candidates are written but not announced')
+        self.export_every = int(value('export_every').value)
+        self.export_every_s = float(value('export_every_s').value)
+        self.checkpoint_every_s = float(value('checkpoint_every_s').value)
+        self.max_rate = float(value('max_updates_per_s').value)
+
+        start = value('warm_start').value or SHIPPED_POLICY
+        device = value('device').value
+        if str(start).endswith('.onnx'):
+            self.tuner = learner.FineTuner.from_onnx(start, config, device)
+        else:
+            prior = value('prior_replay').value or None
+            self.tuner = learner.FineTuner.from_checkpoint(start, config, device, prior)
+        self.store = TransitionStore(value('store').value)
+        stored, checkpoint = self.store.load()
+        resumed = 'warm start'
+        if checkpoint is not None:
+            self.tuner.load_bytes(checkpoint)
+            resumed = f'resumed at update {self.tuner.updates}, version {self.tuner.version}'
+        self.tuner.refill(stored)
+        self.assembler = TransitionAssembler(
+            self.weights, window=int(value('reorder_window').value)
+        )
+        self.get_logger().info(
+            f'sac_finetune: {resumed} from {start} on {device}; {len(stored["seq"])} stored '
+            f'transitions in {self.store.path}; policies to {self.policy_dir}'
+            + (f'; reward terms the robot cannot measure, left out: {self.weights.ignored}'
+               if self.weights.ignored else '')
+        )  # fmt: skip
+
+        self._inbox, self._inbox_lock = [], threading.Lock()
+        self._stop = threading.Event()
+        self.last_export = {}
+        self.rate = 0.0  # updates/s over the last diagnostics period
+        self._rate_mark = (time.monotonic(), self.tuner.updates)
+        self._exported_at = (time.monotonic(), self.tuner.updates)
+        self._checkpointed = time.monotonic()
+        reliable = QoSProfile(
+            depth=int(value('queue_depth').value), reliability=ReliabilityPolicy.RELIABLE
+        )
+        self.create_subscription(
+            Float32MultiArray, '/replay/transitions', self.on_transitions, reliable
+        )
+        self.update_pub = self.create_publisher(
+            String,
+            '/policy/update',
+            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        period = float(value('diagnostics_period').value)
+        self.create_timer(period, self.on_timer, clock=steady_clock())
+        self._worker = threading.Thread(target=self._learn, name='sac_finetune', daemon=True)
+        self._worker.start()
+
+    # -- robot data (executor thread) -----------------------------------------------------------
+
+    def on_transitions(self, msg):
+        """Validate and pair one batch of rows; store and queue the finished transitions."""
+        dims = [(d.label, d.size, d.stride) for d in msg.layout.dim]
+        self.assembler.feed(dims, msg.data, msg.layout.data_offset)
+        done = self.assembler.drain()
+        if len(done['seq']):
+            self.store.append(done)
+            with self._inbox_lock:
+                self._inbox.append(done)
+
+    def on_timer(self):
+        """Flush the store (at least once a second), publish /diagnostics."""
+        self.store.flush()
+        now = time.monotonic()
+        mark_t, mark_u = self._rate_mark
+        if now > mark_t:
+            self.rate = (self.tuner.updates - mark_u) / (now - mark_t)
+        self._rate_mark = (now, self.tuner.updates)
+        self.diag_pub.publish(self.diagnostics())
+
+    def diagnostics(self):
+        """The DiagnosticArray of the learner, the stream and the store."""
+        counts, store = self.assembler.stats(), self.store.stats()
+        values = {
+            'transitions_received': counts['transitions_received'],
+            'sequence_gaps': counts['sequence_gaps'],
+            'duplicates': counts['duplicates'],
+            'malformed': counts['malformed'],
+            'late': counts['late'],
+            'restarts': counts['restarts'],
+            'transitions_learned': self.tuner.robot_transitions,
+            'replay_size': len(self.tuner.robot),
+            'updates': self.tuner.updates,
+            'updates_per_s': round(self.rate, 2),
+            'actor_frozen': self.tuner.actor_frozen,
+            'prior_share': round(self.tuner.prior_share(), 4),
+            'policy_version': self.tuner.version,
+            'last_export': json.dumps(self.last_export),
+            'store_healthy': store['healthy'],
+            'store_rows': store['rows_stored'],
+            'store_pending': store['pending_rows'],
+            'store_error': store['last_error'],
+            'last_malformed': self.assembler.last_error,
+        }
+        status = DiagnosticStatus(name='sac_finetune', hardware_id='learner')
+        if not store['healthy']:
+            status.level = DiagnosticStatus.WARN
+            status.message = f'store not writable, learning in memory: {store["last_error"]}'
+        else:
+            status.level = DiagnosticStatus.OK
+            status.message = 'learning' if self.tuner.updates else 'collecting'
+        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
+        array = DiagnosticArray()
+        array.header.stamp = self.get_clock().now().to_msg()
+        array.status = [status]
+        return array
+
+    # -- learning (worker thread) ---------------------------------------------------------------
+
+    def _learn(self):
+        """Take queued transitions, run the owed updates, export and checkpoint on schedule."""
+        while not self._stop.is_set():
+            with self._inbox_lock:
+                inbox, self._inbox = self._inbox, []
+            for transitions in inbox:
+                self.tuner.add(transitions)
+            ran = self.tuner.update(limit=50)
+            if self.max_rate > 0 and ran:
+                time.sleep(ran / self.max_rate)
+            self._maybe_export()
+            if time.monotonic() - self._checkpointed > self.checkpoint_every_s:
+                self._checkpoint()
+            if not ran:
+                self._stop.wait(0.01)
+
+    def _maybe_export(self):
+        """Export, checkpoint and announce a candidate when one is due."""
+        at, updates = self._exported_at
+        due = self.tuner.updates - updates >= self.export_every > 0
+        due |= 0 < self.export_every_s <= time.monotonic() - at and self.tuner.updates > updates
+        if not due or self.tuner.actor_frozen:
+            return
+        path = os.path.join(self.policy_dir, f'sac_finetune_v{self.tuner.version + 1:05d}.onnx')
+        start = time.monotonic()
+        version, parent, _ = self.tuner.export(path)
+        self._checkpoint()  # the version counter is on disk before anyone hears of it
+        with open(path, 'rb') as handle:
+            blob = handle.read()
+        sha = hashlib.sha256(blob).hexdigest()
+        self.last_export = {
+            'version': version,
+            'path': path,
+            'updates': self.tuner.updates,
+            'robot_transitions': self.tuner.robot_transitions,
+            'seconds': round(time.monotonic() - start, 3),
+            'announced': self.key is not None,
+        }
+        self._exported_at = (time.monotonic(), self.tuner.updates)
+        if self.key is None:
+            return
+        update = {
+            'path': path,
+            'sha256': sha,
+            'version': version,
+            'parent_version': parent,
+            'signature': hot_swap.sign(blob, self.key),
+        }
+        self.update_pub.publish(String(data=json.dumps(update)))
+        self.get_logger().info(f'announced policy version {version} ({path})')
+
+    def _checkpoint(self):
+        """Save the learner's state into the store's checkpoint slot (atomic, fsynced)."""
+        self.store.save_checkpoint(self.tuner.to_bytes())
+        self._checkpointed = time.monotonic()
+
+    def close(self):
+        """Stop the learner, checkpoint, close the store (everything received is flushed)."""
+        self._stop.set()
+        self._worker.join(timeout=10.0)
+        self.assembler.finish()
+        rest = self.assembler.drain()
+        if len(rest['seq']):
+            self.store.append(rest)
+        self._checkpoint()
+        self.store.close()
+
+
+def main(args=None):
+    """Run sac_finetune until Ctrl-C or SIGTERM; exit 2 naming a refused warm start."""
+    from loco_train.finetune.learner import WarmStartError
+
+    return run_node(
+        'sac_finetune',
+        SacFinetune,
+        refused=(WarmStartError, ValueError, FileNotFoundError),
+        on_exit=lambda node: node.close(),
+        args=args,
+    )
+
+
+if __name__ == '__main__':
+    sys.exit(main())
