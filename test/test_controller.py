@@ -249,3 +249,22 @@ def test_implausible_joint_effort_is_a_fault_not_a_crash():
     assert 'effort' in error and loop.ctrl.fsm.mode is Mode.DAMP
     tick = loop.ctrl.step(loop.t)
     assert tick.command.is_finite() and tick.command.mode == 'DAMP'
+
+
+def test_exploration_noise_is_what_runs_and_what_is_recorded(policy):
+    def walk_rows(**config):
+        loop = Loop(policy, stand_duration=0.5, **config)
+        loop.run(0.1)
+        loop.ctrl.request('start', loop.t)
+        loop.run(0.6)
+        loop.ctrl.request('start', loop.t)
+        loop.run(1.0)
+        return [r for r in loop.rows if r.mode == 'WALK']
+
+    quiet, noisy = walk_rows(), walk_rows(exploration_std=0.1)
+    # the random-weight policy's actions are ~0; noise of std 0.1 shows in the recorded actions
+    noise = np.array([r.action - policy.act(r.obs) for r in noisy[1:]])  # (T, 12)
+    assert 0.07 < noise.std() < 0.13
+    assert np.abs(np.array([r.action - policy.act(r.obs) for r in quiet[1:]])).max() < 1e-5
+    with pytest.raises(ValueError, match='exploration_std'):
+        ControllerConfig(exploration_std=0.5)

@@ -16,6 +16,7 @@ Arguments (``name:=value``), all strings as on a ``ros2 launch`` command line:
                                sac_finetune ('' = policy_node refuses every update)
     store       PATH           sac_finetune's transition store ('' = its config's)
     finetune_config PATH       sac_finetune's parameter file ('' = config/sac_finetune.yaml)
+    exploration X              policy_node's exploration_std (action noise in WALK) — default 0
     payload     KG             mass added to sim_robot's base — default 0
     gain_scale  X              sim_robot's multiplier on kp, kd (weaker drives < 1) — default 1
 """
@@ -47,6 +48,7 @@ ARGUMENTS = {
     'update_key': ('', 'HMAC key file of /policy/update for policy_node and sac_finetune'),
     'store': ('', "sac_finetune's transition store directory ('' = config/sac_finetune.yaml's)"),
     'finetune_config': ('', "sac_finetune's parameter file ('' = config/sac_finetune.yaml)"),
+    'exploration': ('0', "policy_node's exploration_std: action noise in WALK (0 = off)"),
     'payload': ('0', "kg added to sim_robot's base (a perturbation)"),
     'gain_scale': ('1', "sim_robot's multiplier on kp and kd (weaker drives below 1)"),
 }
@@ -155,6 +157,12 @@ def node_graph(args, config=None):
         policy['stats_file'] = args['stats_file']
     if args['update_key']:
         policy['update_key_file'] = args['update_key']
+    try:
+        exploration = float(args['exploration'])
+    except ValueError:
+        raise ValueError(f'argument exploration:={args["exploration"]} must be a number') from None
+    if exploration:
+        policy['exploration_std'] = exploration
     add('policy_node', **policy)
     if flag(args, 'finetune'):
         learner = {'update_key_file': args['update_key']} if args['update_key'] else {}

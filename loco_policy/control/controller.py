@@ -37,6 +37,9 @@ class ControllerConfig:
     """Largest change of a joint target per control period (rad)."""
     command_timeout: float = 0.5
     """A /cmd_vel older than this (s) is replaced by zero (stand still): a lost operator link."""
+    exploration_std: float = 0.0
+    """Std (action units) of Gaussian noise added to the policy's action in WALK, for online
+    fine-tuning's data (the noisy action is the one run and recorded); 0 = off."""
     limits: robot_io.InputLimits = field(default_factory=robot_io.InputLimits)
     """Plausibility bounds of the inputs."""
 
@@ -51,6 +54,7 @@ class ControllerConfig:
             'max_pitch': (0.05, 1.5),
             'max_target_step': (1e-3, 1.0),
             'command_timeout': (0.01, 10.0),
+            'exploration_std': (0.0, 0.3),
         }
         bad = [
             f'{name}={getattr(self, name)!r} (allowed {low} to {high})'
@@ -102,6 +106,7 @@ class Controller:
         self.rejections = 0
         self._events = []
         self._pending = (None, None, None)  # (obs, action, last action) of the last step
+        self.noise = np.random.default_rng()  # exploration noise (exploration_std > 0 only)
         version = policy.contract.file_sha256[:8] if policy else '0'
         self.policy_version = int(version, 16)
 
@@ -280,6 +285,8 @@ class Controller:
                 self._events.append(('error', reason))
             return None, None, elapsed
         contract = self.policy.contract
+        if self.config.exploration_std > 0.0:  # (12,) behaviour noise for off-policy learning
+            action = action + self.noise.normal(0.0, self.config.exploration_std, action.shape)
         action = np.clip(action, contract.action_low, contract.action_high)  # the trained box
         return contract.default_joint_pos + contract.action_scale * action, action, elapsed
 

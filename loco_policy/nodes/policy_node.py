@@ -82,6 +82,7 @@ class PolicyNode(Node):
             self.declare_parameter(name, float(getattr(defaults, name)))
         self.declare_parameter('max_target_step', defaults.max_target_step)
         self.declare_parameter('command_timeout', defaults.command_timeout)
+        self.declare_parameter('exploration_std', defaults.exploration_std, any_type())
         self.declare_parameter('transition_batch', 10)  # rows per /replay/transitions message
         self.declare_parameter('diagnostics_period', 1.0)  # s
         self.declare_parameter('stats_file', '')  # run summary JSON written at shutdown
@@ -473,6 +474,8 @@ class PolicyNode(Node):
             for h in self.controller.fsm.history
         ]
         summary['policy'] = self.controller.status(time.monotonic())['policy']
+        summary['policy_version'] = self.controller.policy_version
+        summary['updates'] = self.switch.status()['updates']  # hot swaps of the run
         return summary
 
     def write_stats(self):

@@ -11,7 +11,10 @@ policy node's CPU use during WALK (from /proc). The policy is the shipped one wh
 it stands still; timing only). Each run measures policy_node ticking on /joint_states arrivals
 (the default) and, as the baseline in the same run, on its free-running 50 Hz timer; then the
 CPU use of a bare subscriber to the same state stream (tools/bare_subscriber) with rclpy's
-default executor and with its EventsExecutor, and sim_robot's CPU beside each.
+default executor and with its EventsExecutor, and sim_robot's CPU beside each. `--sidecar CPUS`
+runs the /joint_states-ticked loop once more with sac_finetune learning beside it (pinned to
+CPUS, fed by the loop's own transitions, exporting candidates the loop swaps in), against the
+run without it.
 """
 
 import argparse
@@ -42,8 +45,9 @@ def cpu_seconds(pid):
 
 
 def start(module, params, env, log):
-    """Start a loco_policy node in its own process group."""
-    argv = [sys.executable, '-m', f'loco_policy.nodes.{module}', '--ros-args']
+    """Start a node (a loco_policy.nodes name, or a full module path) in its own group."""
+    module = module if '.' in module else f'loco_policy.nodes.{module}'
+    argv = [sys.executable, '-m', module, '--ros-args']
     for param in params:
         argv += ['-p', param]
     return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, process_group=0)
@@ -72,8 +76,11 @@ def trigger(node, executor, name):
     return (future.result().success, future.result().message) if future.result() else (False, '')
 
 
-def run(args, work, tick_source):
-    """Run the benchmark in directory work with one tick source; return the result dict."""
+def run(args, work, tick_source, sidecar=''):
+    """Run the benchmark in directory work with one tick source; return the result dict.
+
+    sidecar: CPU ids to pin sac_finetune to, learning beside the loop ('' = not started).
+    """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
@@ -116,6 +123,22 @@ def run(args, work, tick_source):
         env,
         log,
     )
+    learner = None
+    if sidecar:
+        learner = start(
+            'loco_train.nodes.sac_finetune',
+            [
+                f'store:={os.path.join(work, "store")}',
+                f'policy_dir:={os.path.join(work, "policies")}',
+                f'update_key_file:={key_file}',
+                f'cpu_affinity:={sidecar}',
+                'learning_starts:=256',
+                'warmup_updates:=500',
+                'export_every:=1000',
+            ],
+            env,
+            log,
+        )
     os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST')
     rclpy.init(domain_id=int(env['ROS_DOMAIN_ID']))
     node = rclpy.create_node('bench')
@@ -139,17 +162,23 @@ def run(args, work, tick_source):
             while time.monotonic() < end:
                 executor.spin_once(timeout_sec=0.05)
         cpu0, sim0, t0 = cpu_seconds(node_proc.pid), cpu_seconds(sim.pid), time.monotonic()
+        learner0 = cpu_seconds(learner.pid) if learner else 0.0
         end = t0 + args.seconds
         while time.monotonic() < end:
             executor.spin_once(timeout_sec=0.1)
         cpu = 100.0 * (cpu_seconds(node_proc.pid) - cpu0) / (time.monotonic() - t0)
         sim_cpu = 100.0 * (cpu_seconds(sim.pid) - sim0) / (time.monotonic() - t0)
-        swap = time_swap(node, executor, work, key_file) if tick_source == 'joint_states' else None
+        if learner:
+            learner_cpu = 100.0 * (cpu_seconds(learner.pid) - learner0) / (time.monotonic() - t0)
+        plain = tick_source == 'joint_states' and not sidecar
+        swap = time_swap(node, executor, work, key_file) if plain else None
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
         stop(node_proc)
         stop(sim)
+        if learner:
+            stop(learner)
         log.close()
     with open(stats_file) as handle:
         stats = json.load(handle)
@@ -157,6 +186,9 @@ def run(args, work, tick_source):
     result['cpu_percent_sim_robot'] = round(sim_cpu, 1)
     if swap is not None:
         result['policy_update'] = swap
+    if learner:
+        result['cpu_percent_sac_finetune'] = round(learner_cpu, 1)
+        result['policy_swaps_during_run'] = stats.get('updates', {})
     return result
 
 
@@ -304,6 +336,11 @@ def main(argv=None):
         action='store_true',
         help="policy_node's warm_poll: poll without blocking from the warm-up until the tick",
     )
+    parser.add_argument(
+        '--sidecar',
+        default='',
+        help="also run the loop with sac_finetune pinned to these CPUs, e.g. '1' (default: no)",
+    )
     args = parser.parse_args(argv)
     if args.pin and args.pin.count(':') != 1:
         parser.error("--pin takes SIM_CPUS:POLICY_CPUS, e.g. '0:1'")
@@ -316,6 +353,15 @@ def main(argv=None):
         with tempfile.TemporaryDirectory(prefix='loco_bench_') as work:
             bare[executor_name] = bare_cpu(args, work, executor_name)
     result = dict(runs['joint_states'])
+    if args.sidecar:
+        with tempfile.TemporaryDirectory(prefix='loco_bench_') as work:
+            beside = run(args, work, 'joint_states', sidecar=args.sidecar)
+        result['with_sidecar'] = {
+            key: beside[key]
+            for key in ('loop_rate_hz', 'jitter_ms', 'latency_state_to_command_ms',
+                        'inference_ms', 'cpu_percent_policy_node', 'cpu_percent_sac_finetune',
+                        'policy_swaps_during_run', 'mode_at_end', 'goals_met')
+        }  # fmt: skip
     result['baseline_bare_subscriber'] = bare
     result['baseline_timer'] = {
         key: runs['timer'][key]
@@ -337,6 +383,8 @@ def main(argv=None):
         if key in result['baseline_timer']:
             print(f'{"  baseline (timer)":30} {result["baseline_timer"][key]}')
     print(f'{"policy update (swap)":30} {result.get("policy_update")}')
+    for key, value in result.get('with_sidecar', {}).items():
+        print(f'{"with sac_finetune, " + key:30} {value}')
     for name, figures in bare.items():
         print(f'{"bare subscriber, " + name:30} {figures}')
     print(json.dumps(result))

@@ -21,8 +21,6 @@ import os
 import sys
 import time
 
-import numpy as np
-
 from loco_policy.tools import command_schedule
 
 SCHEDULE = 'stand:2:0,0,0;forward:8:0.8,0,0;turn:6:0,0,0.8;sideways:6:0,0.5,0;back:5:-0.5,0,0'
@@ -88,6 +86,17 @@ class Watch:
             self.versions.append(version)
 
 
+def call_service(op, name, timeout=10.0):
+    """Call a std_srvs/Trigger service by its full name; (success, message)."""
+    client = op.node.create_client(op.Trigger, name)
+    if not client.wait_for_service(timeout_sec=timeout):
+        return False, f'{name} not available'
+    future = client.call_async(op.Trigger.Request())
+    op.rclpy.spin_until_future_complete(op.node, future, timeout_sec=timeout)
+    result = future.result()
+    return (result.success, result.message) if result else (False, 'no response')
+
+
 def walk(op, watch, stack, minutes, say):
     """Walk the repeating schedule until `minutes` of WALK transitions were published."""
     from loco_policy.tools.demo import start_standing
@@ -103,7 +112,11 @@ def walk(op, watch, stack, minutes, say):
         mode = op.status.get('mode')
         if mode != 'WALK':
             if mode == 'DAMP':
-                say(f'  fault: {op.status.get("fault")}; reset')
+                fault = str(op.status.get('fault'))
+                say(f'  fault: {fault}; reset')
+                if 'tilt' in fault:  # fallen over: put the simulated robot back on its feet
+                    call_service(op, '/sim_robot/reset')
+                    op.spin(1.0)
                 op.call('reset')
                 op.spin(0.5)
             ok, _ = start_standing(op, lambda *_: None)
@@ -213,6 +226,7 @@ def run(args):
         f'bag:={os.path.join(out, "bag")}', 'finetune:=true', f'update_key:={key}',
         f'store:={store}', f'finetune_config:={write_config(out, args)}',
         f'payload:={args.payload}', f'gain_scale:={args.gain_scale}',
+        f'exploration:={args.exploration}',
     ]  # fmt: skip
     import subprocess
 
@@ -260,8 +274,9 @@ def run(args):
         'falls_in_evaluation': final['falls'],
         'accepted_versions': sorted(accepted),
         'rejections': status.get('updates', {}),
-        'nominal': None if nominal is None else {r['policy']: round(r['tracking_error'], 4)
-                                                 for r in nominal},  # fmt: skip
+        'nominal': None
+        if nominal is None
+        else {r['policy']: round(r['tracking_error'], 4) for r in nominal},  # fmt: skip
         'learner': watch.learner,
         'curve': os.path.join(out, 'finetune_curve.png'),
         'stack_exit': code,
@@ -281,6 +296,9 @@ def main(argv=None):
     parser.add_argument('--out', default='runs/finetune_demo', help='output directory')
     parser.add_argument('--payload', type=float, default=0.0, help="kg on sim_robot's base")
     parser.add_argument('--gain-scale', type=float, default=0.6, help='kp, kd multiplier')
+    parser.add_argument(
+        '--exploration', type=float, default=0.05, help="policy_node's exploration_std"
+    )
     parser.add_argument('--eval-seeds', type=int, default=5, help='evaluation episodes')
     parser.add_argument('--export-every', type=int, default=3750, help='updates per candidate')
     parser.add_argument('--learner-cpu', default='', help="sac_finetune's CPU ids, e.g. '1'")
