@@ -107,3 +107,57 @@ def test_a_restored_learner_continues_its_counters_and_weights():
     assert (again.updates, again.version, again.robot_transitions) == (tuner.updates, 4, 40)
     for a, b in zip(tuner.sac.critic.parameters(), again.sac.critic.parameters()):
         assert torch.equal(a, b)
+
+
+def sac_run_checkpoint(tmp_path):
+    """A checkpoint.pt and replay.pt laid out as `loco-train sac --save-replay` writes them."""
+    from loco_train.policy.atomic_io import atomic_torch_save
+    from loco_train.policy.export import POLICY_KEY, policy_payload
+    from loco_train.sac.actor import anymal_action_bounds
+    from loco_train.sac.replay_buffer import ReplayBuffer
+    from loco_train.sac.sac import SAC, SACConfig
+
+    b, c = anymal_action_bounds()
+    sac = SAC(spec.OBS_DIM, b, c, SACConfig(actor_hidden=(64, 64), critic_hidden=(64, 64)))
+    with torch.no_grad():
+        sac.log_alpha.fill_(-3.0)
+    replay = ReplayBuffer(400, 4, spec.OBS_DIM, spec.ACTION_DIM)
+    for _ in range(100):
+        replay.add(
+            torch.randn(4, spec.OBS_DIM), torch.zeros(4, spec.ACTION_DIM), torch.ones(4),
+            torch.randn(4, spec.OBS_DIM), torch.zeros(4, dtype=torch.bool),
+            torch.zeros(4, dtype=torch.bool),
+        )  # fmt: skip
+    replay.save(str(tmp_path / 'replay.pt'))
+    payload = policy_payload(sac.actor, sac.actor_kwargs, sac.normalizer, 'sac', 10, 1.0)
+    atomic_torch_save({'sac': sac.state_dict(), POLICY_KEY: payload}, str(tmp_path / 'ck.pt'))
+    return sac
+
+
+def test_a_sac_checkpoint_warm_start_brings_its_networks_temperature_and_prior(tmp_path):
+    saved = sac_run_checkpoint(tmp_path)
+    cfg = FinetuneConfig(batch_size=64, prior_decay_updates=100, learning_starts=8)
+    tuner = FineTuner.from_checkpoint(
+        str(tmp_path / 'ck.pt'), cfg, prior_replay=str(tmp_path / 'replay.pt')
+    )
+    for a, b in zip(saved.critic.parameters(), tuner.sac.critic.parameters()):
+        assert torch.equal(a, b)
+    assert float(tuner.sac.log_alpha.detach()) == -3.0 and not tuner.actor_frozen
+    assert tuner.sac.actor_optim.param_groups[0]['lr'] == cfg.actor_lr
+    assert tuner.prior_share() == 0.5
+    tuner.add(fake_transitions(40))
+    batch = tuner.sample()
+    assert len(batch) == 64
+    assert (batch.reward > 2.0).sum() >= 20  # about half from the prior (3-step return 2.97)
+    tuner.updates = 100
+    assert tuner.prior_share() == 0.0
+    assert (tuner.sample().reward > 2.0).sum() == 0
+
+
+def test_a_file_that_is_no_checkpoint_is_refused(tmp_path):
+    bad = tmp_path / 'bad.pt'
+    bad.write_bytes(b'not a checkpoint')
+    with pytest.raises(WarmStartError):
+        FineTuner.from_checkpoint(str(bad))
+    with pytest.raises(WarmStartError):
+        FineTuner.from_onnx(str(bad))

@@ -157,7 +157,7 @@ def actor_from_onnx(path, sigma0=0.3):
         raise WarmStartError(f'{path}: the normaliser scale is not in the graph')
     with torch.no_grad():
         normalizer.mean.copy_(torch.as_tensor(weights['normalizer.mean'].copy()))
-        var = torch.as_tensor(scale, dtype=torch.float64) ** 2 - normalizer.eps
+        var = torch.as_tensor(scale.copy(), dtype=torch.float64) ** 2 - normalizer.eps
         normalizer.var.copy_(var.clamp_min(0.0).float())
         normalizer.count.fill_(1.0)
     return actor, normalizer
