@@ -22,6 +22,7 @@ import copy
 from dataclasses import asdict, dataclass
 import io
 import math
+import pickle
 
 import numpy as np
 import torch
@@ -237,7 +238,7 @@ class FineTuner:
         try:
             state = torch_load(path, map_location=device)
             saved = state['sac']
-        except (OSError, KeyError, RuntimeError) as error:
+        except (OSError, KeyError, RuntimeError, pickle.UnpicklingError) as error:
             raise WarmStartError(f'{path}: not a loco-train sac checkpoint ({error})') from None
         payload = state.get('policy', {})
         kwargs = payload.get('actor_kwargs') or {}
