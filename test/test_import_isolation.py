@@ -51,11 +51,11 @@ ROBOT_NODES = {
 def start_driver(module, params, tmp, name):
     """Start the driver on one node module in its own session; stdout and stderr to files."""
     args = [a for p in params for a in ('-p', p)]
-    out, log = open(tmp / f'{name}.out', 'wb'), open(tmp / f'{name}.log', 'wb')
-    return subprocess.Popen(
-        [sys.executable, '-c', DRIVER, module, '--ros-args', *args],
-        env=ros_env(NAME), cwd=REPO, stdout=out, stderr=log, start_new_session=True,
-    )  # fmt: skip
+    with open(tmp / f'{name}.out', 'wb') as out, open(tmp / f'{name}.log', 'wb') as log:
+        return subprocess.Popen(
+            [sys.executable, '-c', DRIVER, module, '--ros-args', *args],
+            env=ros_env(NAME), cwd=REPO, stdout=out, stderr=log, start_new_session=True,
+        )  # fmt: skip
 
 
 def wait_log(path, pattern, timeout):
