@@ -5,6 +5,10 @@ import importlib
 BENCHES = {
     # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
     'distributed': ('loco_train.bench.distributed', 'data-parallel SHAC env steps/s, K vs 1 rank'),
+    'finetune': (
+        'loco_train.bench.finetune',
+        'online fine-tuning: replay transport, learner updates/s, validation, hot-swap latency',
+    ),
     'sac': ('loco_train.bench.sac', 'SAC gradient updates per second (default and ANYmal nets)'),
     'sac-sb3': ('loco_train.bench.sac_vs_sb3', 'SAC vs Stable-Baselines3: updates/s, returns'),
     'sim': ('loco_train.bench.sim', 'Warp simulator env-substeps/s (fwd, fwd+bwd) vs MuJoCo'),
