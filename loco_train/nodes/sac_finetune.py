@@ -28,7 +28,9 @@ from loco_policy.control import hot_swap
 from loco_policy.control.realtime import set_cpu_affinity
 from loco_policy.nodes import any_type, run_node, steady_clock
 
-SHIPPED_POLICY = os.path.join(os.path.dirname(loco_policy.__file__), 'policies', 'anymal_c_walk.onnx')
+SHIPPED_POLICY = os.path.join(
+    os.path.dirname(loco_policy.__file__), 'policies', 'anymal_c_walk.onnx'
+)
 
 LEARNER_PARAMETERS = (
     'utd_ratio', 'actor_update_interval', 'actor_lr', 'critic_lr', 'alpha_lr', 'init_alpha',
@@ -253,7 +255,13 @@ class SacFinetune(Node):
             'parent_version': parent,
             'signature': hot_swap.sign(blob, self.key),
         }
-        self.update_pub.publish(String(data=json.dumps(update)))
+        try:
+            self.update_pub.publish(String(data=json.dumps(update)))
+        except Exception:  # rclpy's RCLError: Ctrl-C shut the context down during the export
+            if self.context.ok():
+                raise
+            self.last_export['announced'] = False
+            return
         self.get_logger().info(f'announced policy version {version} ({path})')
 
     def _checkpoint(self):
