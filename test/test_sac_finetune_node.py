@@ -388,3 +388,21 @@ def test_a_store_that_cannot_be_written_leaves_learning_running_and_says_so(link
     assert node.stopped_cleanly(), node.log()
     stored, _ = TransitionStore(store).load()
     assert np.array_equal(stored['seq'], np.arange(seq - 1)), (stored['seq'], seq)
+
+
+def test_a_policy_dir_that_cannot_be_written_is_reported_and_learning_goes_on(link, run, tmp_path):
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    policies = tmp_path / 'policies'
+    node = run(tmp_path / 'store', policies, write_key(tmp_path))
+    policies.rmdir()  # made empty at startup; a file in its place fails every write (as root too)
+    policies.write_bytes(b'not a directory')
+    link.send(range(0, ONE_EXPORT))
+    failed = lambda: link.diag.get('export_error', '') != ''  # noqa: E731
+    assert link.spin_until(failed, 30.0), (link.diag, node.log())
+    assert link.diag_level == DiagnosticStatus.WARN and 'version 1' in link.diag['export_error']
+    assert not link.updates  # nothing announced that was not written
+    first = link.value('updates')
+    link.send(range(ONE_EXPORT, ONE_EXPORT + 200))
+    assert link.spin_until(lambda: link.value('updates') > first, 20.0), link.diag
+    assert node.proc.poll() is None and node.stopped_cleanly(), node.log()

@@ -369,8 +369,12 @@ class FineTuner:
             copy.deepcopy(self.sac.normalizer).cpu(), copy.deepcopy(self.sac.actor).cpu()
         ).eval()
 
-    def export(self, path):
-        """Write the next version's candidate ONNX atomically; (version, parent, metadata)."""
+    def snapshot(self):
+        """Take the next candidate and count it: (version, parent_version, policy, provenance).
+
+        The policy is a detached copy, so write_candidate may run on another thread while
+        learning goes on. Versions only increase (a candidate that fails to write is skipped).
+        """
         parent_version = self.version
         version = self.version + 1
         extra = {
@@ -381,17 +385,26 @@ class FineTuner:
             'robot_transitions': self.robot_transitions,
             'warm_start': self.parent.get('warm_start', ''),
         }
-        metadata = export_policy(
-            self.deployed_policy(),
+        self.version, self.exports = version, self.exports + 1
+        return version, parent_version, self.deployed_policy(), extra
+
+    def write_candidate(self, snapshot, path):
+        """Write a snapshot through the common exporter, atomically; return its metadata."""
+        _, _, policy, extra = snapshot
+        return export_policy(
+            policy,
             path,
             'sac_finetune',
-            self.updates,
+            extra['updates'],
             0.0,
             self.parent.get('command_ranges'),
             extra_provenance=extra,
         )
-        self.version, self.exports = version, self.exports + 1
-        return version, parent_version, metadata
+
+    def export(self, path):
+        """snapshot() and write_candidate() in one call; (version, parent, metadata)."""
+        snapshot = self.snapshot()
+        return snapshot[0], snapshot[1], self.write_candidate(snapshot, path)
 
     # -- checkpoint -----------------------------------------------------------------------------
 

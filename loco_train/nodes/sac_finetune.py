@@ -14,6 +14,7 @@ from policy_node's core) or on any machine of the DDS network (device: cpu, cuda
 import hashlib
 import json
 import os
+import queue
 import sys
 import threading
 import time
@@ -143,8 +144,11 @@ class SacFinetune(Node):
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         period = float(value('diagnostics_period').value)
         self.create_timer(period, self.on_timer, clock=steady_clock())
+        self._exports, self._writing, self.export_error = queue.Queue(maxsize=1), False, ''
         self._worker = threading.Thread(target=self._learn, name='sac_finetune', daemon=True)
+        self._exporter = threading.Thread(target=self._export_loop, name='export', daemon=True)
         self._worker.start()
+        self._exporter.start()
 
     # -- robot data (executor thread) -----------------------------------------------------------
 
@@ -191,11 +195,15 @@ class SacFinetune(Node):
             'store_pending': store['pending_rows'],
             'store_error': store['last_error'],
             'last_malformed': self.assembler.last_error,
+            'export_error': self.export_error,
         }
         status = DiagnosticStatus(name='sac_finetune', hardware_id='learner')
         if not store['healthy']:
             status.level = DiagnosticStatus.WARN
             status.message = f'store not writable, learning in memory: {store["last_error"]}'
+        elif self.export_error:
+            status.level = DiagnosticStatus.WARN
+            status.message = f'candidate not written: {self.export_error}'
         else:
             status.level = DiagnosticStatus.OK
             status.message = 'learning' if self.tuner.updates else 'collecting'
@@ -224,33 +232,57 @@ class SacFinetune(Node):
                 self._stop.wait(0.01)
 
     def _maybe_export(self):
-        """Export, checkpoint and announce a candidate when one is due."""
+        """When a candidate is due and none is being written: snapshot, checkpoint, queue it."""
         at, updates = self._exported_at
         due = self.tuner.updates - updates >= self.export_every > 0
         due |= 0 < self.export_every_s <= time.monotonic() - at and self.tuner.updates > updates
-        if not due or self.tuner.actor_frozen:
+        if not due or self.tuner.actor_frozen or not self._exports.empty() or self._writing:
             return
-        path = os.path.join(self.policy_dir, f'sac_finetune_v{self.tuner.version + 1:05d}.onnx')
-        start = time.monotonic()
-        version, parent, _ = self.tuner.export(path)
+        snapshot = self.tuner.snapshot()
         self._checkpoint()  # the version counter is on disk before anyone hears of it
-        with open(path, 'rb') as handle:
-            blob = handle.read()
-        sha = hashlib.sha256(blob).hexdigest()
+        self._exported_at = (time.monotonic(), self.tuner.updates)
+        self._exports.put(snapshot)
+
+    def _export_loop(self):
+        """Exporter thread: write each queued candidate (seconds of ONNX tracing), announce it."""
+        while not self._stop.is_set():
+            try:
+                snapshot = self._exports.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self._writing = True
+            try:
+                self._write_and_announce(snapshot)
+            finally:
+                self._writing = False
+
+    def _write_and_announce(self, snapshot):
+        """Write one candidate into policy_dir and publish its signed /policy/update."""
+        version, parent, _, extra = snapshot
+        path = os.path.join(self.policy_dir, f'sac_finetune_v{version:05d}.onnx')
+        start = time.monotonic()
+        try:
+            self.tuner.write_candidate(snapshot, path)
+            with open(path, 'rb') as handle:
+                blob = handle.read()
+        except OSError as error:  # full or unwritable policy_dir: say so, keep learning
+            self.export_error = f'version {version}: {error}'
+            self.get_logger().error(f'candidate not written, {self.export_error}')
+            return
+        self.export_error = ''
         self.last_export = {
             'version': version,
             'path': path,
-            'updates': self.tuner.updates,
-            'robot_transitions': self.tuner.robot_transitions,
+            'updates': extra['updates'],
+            'robot_transitions': extra['robot_transitions'],
             'seconds': round(time.monotonic() - start, 3),
             'announced': self.key is not None,
         }
-        self._exported_at = (time.monotonic(), self.tuner.updates)
         if self.key is None:
             return
         update = {
             'path': path,
-            'sha256': sha,
+            'sha256': hashlib.sha256(blob).hexdigest(),
             'version': version,
             'parent_version': parent,
             'signature': hot_swap.sign(blob, self.key),
@@ -273,6 +305,7 @@ class SacFinetune(Node):
         """Stop the learner, checkpoint, close the store (everything received is flushed)."""
         self._stop.set()
         self._worker.join(timeout=10.0)
+        self._exporter.join(timeout=20.0)  # a candidate being written is finished
         self.assembler.finish()
         rest = self.assembler.drain()
         if len(rest['seq']):
