@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo finetune-demo test lint format bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,13 @@ ALL := $(DEPLOY) $(VENV)/.deps-train $(VENV)/.deps-tools $(VENV)/.deps-test $(VE
 # recorder), driven through policy_node's services; table, PNG and one JSON line in runs/demo_*/.
 demo: $(DEPLOY) $(VENV)/.deps-tools
 	$(PY) -m loco_policy.tools.demo $(DEMO_ARGS)
+
+# Online SAC fine-tuning on a perturbed simulated ANYmal (weaker drives): loco-launch with
+# sac_finetune, then frozen against fine-tuned tracking, paired; table, PNG, one JSON line.
+# FINETUNE_MINUTES of robot data (3 for a first look; the measurement in docs/ used 20).
+FINETUNE_MINUTES ?= 3
+finetune-demo: $(DEPLOY) $(VENV)/.deps-train $(VENV)/.deps-tools
+	$(PY) -m loco_train.experiments.finetune_demo --minutes $(FINETUNE_MINUTES) $(FINETUNE_ARGS)
 
 test: $(ALL)
 	$(PY) -m pytest test

@@ -161,3 +161,14 @@ def test_a_file_that_is_no_checkpoint_is_refused(tmp_path):
         FineTuner.from_checkpoint(str(bad))
     with pytest.raises(WarmStartError):
         FineTuner.from_onnx(str(bad))
+
+
+def test_the_temperature_holds_the_warm_start_policys_own_entropy():
+    from loco_train.finetune.learner import policy_entropy
+
+    tuner = FineTuner.from_onnx(SHIPPED)
+    own = policy_entropy(tuner.sac.actor)
+    assert tuner.sac.target_entropy == pytest.approx(own)
+    assert own < -spec.ACTION_DIM  # a deployed policy is far narrower than SAC's usual -d
+    fixed = FineTuner.from_onnx(SHIPPED, FinetuneConfig(target_entropy=-5.0))
+    assert fixed.sac.target_entropy == -5.0

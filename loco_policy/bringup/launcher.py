@@ -25,7 +25,7 @@ GRACE = 5.0
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent():
+def die_with_parent():
     """In the child: get SIGTERM if the launcher dies (even by SIGKILL); Linux only."""
     try:
         ctypes.CDLL('libc.so.6', use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -69,7 +69,7 @@ class Launcher:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 process_group=0,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
             self.say('loco-launch', f'started {node.name} (pid {self.procs[node.name].pid})')
         for name, proc in self.procs.items():

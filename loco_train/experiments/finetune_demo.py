@@ -1,7 +1,7 @@
 """`make finetune-demo`: online SAC fine-tuning on a perturbed simulated ANYmal, measured.
 
-Starts `loco-launch` with sim_robot perturbed (default: drives at 60 % of their PD gains, which
-the shipped policy tracks about four times worse than the nominal robot), policy_node, the
+Starts `loco-launch` with sim_robot perturbed (default: drives at 50 % of their PD gains, which
+the shipped policy tracks about three times worse than the nominal robot, without falling), policy_node, the
 recorder and sac_finetune (warm-started from the shipped policy, candidates signed with a fresh
 key). As an operator: stands the robot up, walks it on a repeating command schedule, resets and
 restarts it after any fault, and logs /policy/status and sac_finetune's /diagnostics. After
@@ -23,8 +23,12 @@ import time
 
 from loco_policy.tools import command_schedule
 
-SCHEDULE = 'stand:2:0,0,0;forward:8:0.8,0,0;turn:6:0,0,0.8;sideways:6:0,0.5,0;back:5:-0.5,0,0'
-"""The repeating command schedule the robot walks while fine-tuning (22 s per round)."""
+SCHEDULE = (
+    'stand:2:0,0,0;forward:6:0.8,0,0;stand:2:0,0,0;turn:5:0,0,0.8;stand:2:0,0,0;'
+    'sideways:5:0,0.5,0;stand:2:0,0,0;back:4:-0.4,0,0'
+)
+"""The repeating command schedule the robot walks while fine-tuning (28 s a round; it differs
+from the evaluation's fixed schedule in order, speeds and the backward segment)."""
 
 GOAL = 0.30
 """Relative reduction of the tracking error the fine-tuned policy should reach."""
@@ -231,7 +235,11 @@ def run(args):
     import subprocess
 
     log = open(os.path.join(out, 'launch.log'), 'wb')
-    stack = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, process_group=0)
+    from loco_policy.bringup.launcher import die_with_parent
+
+    stack = subprocess.Popen(  # its nodes die with it; it dies with this process (even SIGKILL)
+        argv, stdout=log, stderr=subprocess.STDOUT, process_group=0, preexec_fn=die_with_parent
+    )
     op = Operator()
     watch = Watch(op)
     started = time.monotonic()
@@ -250,7 +258,7 @@ def run(args):
         code = stop_stack(stack)
         log.close()
     wall = time.monotonic() - started
-    accepted = {v for v in watch.versions if isinstance(v, int) and v > 0}
+    accepted = set(watch.versions[1:])  # the first is the policy the robot started with
     candidates = candidate_list(os.path.join(out, 'policies'), accepted)
     say(f'evaluating the frozen policy and {len(candidates)} accepted candidates, paired:')
     rows = evaluate_candidates(out, SHIPPED_POLICY, candidates, args.eval_seeds, perturbation, say)
@@ -295,7 +303,7 @@ def main(argv=None):
     parser.add_argument('--minutes', type=float, default=3.0, help='minutes of robot data')
     parser.add_argument('--out', default='runs/finetune_demo', help='output directory')
     parser.add_argument('--payload', type=float, default=0.0, help="kg on sim_robot's base")
-    parser.add_argument('--gain-scale', type=float, default=0.6, help='kp, kd multiplier')
+    parser.add_argument('--gain-scale', type=float, default=0.5, help='kp, kd multiplier')
     parser.add_argument(
         '--exploration', type=float, default=0.05, help="policy_node's exploration_std"
     )

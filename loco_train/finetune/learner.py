@@ -58,6 +58,10 @@ class FinetuneConfig:
     """Adam learning rate of the critics."""
     alpha_lr: float = 3e-4
     """Adam learning rate of log alpha."""
+    target_entropy: float | None = None
+    """Entropy the temperature holds the policy at; None: the warm-start policy's own (its
+    mean -log pi on normalised observations). A deployed policy's entropy is far below SAC's
+    usual -d; that target would raise alpha until the entropy bonus swamps the reward."""
     init_alpha: float = 1e-3
     """Temperature of an ONNX warm start (a checkpoint brings its own); small beside the
     per-step reward, which is scaled by dt."""
@@ -215,6 +219,7 @@ class FineTuner:
         )
         sac.actor.load_state_dict(actor.state_dict())
         sac.normalizer.load_state_dict(normalizer.state_dict())
+        sac.target_entropy = _target_entropy(config, sac.actor)
         with open(path, 'rb') as handle:
             digest = hashlib.sha256(handle.read()).hexdigest()
         parent = {
@@ -261,6 +266,7 @@ class FineTuner:
             device=device,
         )
         sac.load_state_dict(saved)
+        sac.target_entropy = _target_entropy(config, sac.actor)
         for optim, lr in (
             (sac.actor_optim, cfg.actor_lr),
             (sac.critic_optim, cfg.critic_lr),
@@ -472,6 +478,25 @@ def _sac_config(config, actor):
             math.exp(actor.head.bias[actor.action_dim :].detach().mean().clamp(-4.9, 1.9))
         ),
     )
+
+
+def policy_entropy(actor, samples=4096, seed=0):
+    """Mean -log pi(a|s) of an actor (nats) on standard-normal normalised observations."""
+    generator = torch.Generator().manual_seed(seed)
+    obs = torch.randn(samples, actor.trunk[0].in_features, generator=generator)
+    with torch.no_grad():
+        _, log_pi = actor.cpu().sample(obs.clamp(-3.0, 3.0), generator=generator)
+    return float(-log_pi.mean())
+
+
+def _target_entropy(config, actor):
+    """The configured target entropy, else the warm-started actor's own."""
+    if config.target_entropy is not None:
+        return float(config.target_entropy)
+    device = next(actor.parameters()).device
+    entropy = policy_entropy(actor)
+    actor.to(device)
+    return entropy
 
 
 def _activation_name(actor):
