@@ -1,15 +1,15 @@
 """`make finetune-demo`: online SAC fine-tuning on a perturbed simulated ANYmal, measured.
 
 Starts `loco-launch` with sim_robot perturbed (default: drives at 50 % of their PD gains, which
-the shipped policy tracks about three times worse than the nominal robot, without falling), policy_node, the
-recorder and sac_finetune (warm-started from the shipped policy, candidates signed with a fresh
-key). As an operator: stands the robot up, walks it on a repeating command schedule, resets and
-restarts it after any fault, and logs /policy/status and sac_finetune's /diagnostics. After
-`--minutes` of robot data it stops the stack and evaluates, paired (same perturbed robot, same
-fixed schedule, same seeds, `loco-train eval`'s evaluate), the frozen policy against every
-candidate the robot accepted; and the last one against the frozen policy on the unperturbed
-robot. Prints a table, writes finetune_curve.png (tracking error against minutes of robot data)
-and ends with one JSON line.
+the shipped policy tracks about three times worse than the nominal robot, without falling),
+policy_node with behaviour noise, the recorder and sac_finetune (warm-started from the shipped
+policy, candidates signed with a fresh key). As an operator: stands the robot up, walks it on a
+repeating command schedule, resets and restarts it after any fault, and logs /policy/status and
+sac_finetune's /diagnostics. After `--minutes` of robot data it stops the stack and evaluates,
+paired (same perturbed robot, same fixed schedule, same seeds, `loco-train eval`'s evaluate),
+the frozen policy against every candidate the robot accepted; and the last one against the
+frozen policy on the unperturbed robot. Prints a table, writes finetune_curve.png (tracking
+error against minutes of robot data) and ends with one JSON line.
 
 Tracking error: the evaluation's mean planar-velocity error (m/s) plus its mean yaw-rate error
 (rad/s) over the schedule's segments, after each segment's settling time.
