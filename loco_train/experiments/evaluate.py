@@ -236,8 +236,10 @@ def evaluate(policy_path, config, plot_path=None, video=None):
         'sim': config.sim,
         'seeds': config.seeds,
         'perturbation': {
-            'payload': config.payload, 'gain_scale': config.gain_scale,
-            'friction': config.friction, 'latency': config.latency,
+            'payload': config.payload,
+            'gain_scale': config.gain_scale,
+            'friction': config.friction,
+            'latency': config.latency,
         },  # fmt: skip
         'falls': falls,
         'mean_lin_err': float(np.mean([s['lin_err'] for s in moving])) if moving else None,
