@@ -144,6 +144,28 @@ def test_monitor_rolls_back_on_a_fault_in_the_window_and_on_a_tracking_drop():
     assert monitor.verdict(4.3, faulted=False) == ''
 
 
+def test_monitor_compares_tracking_command_by_command():
+    def before_swap(monitor):
+        for i in range(100):  # standing tracks well, walking forward less so
+            command = (0.0, 0.0, 0.0) if i % 2 else (0.8, 0.0, 0.0)
+            monitor.record(i * 0.02, 1.4 if i % 2 else 0.6, command)
+        monitor.swapped(2.0)
+
+    monitor = SwapMonitor(window=1.0, margin=0.2)
+    before_swap(monitor)
+    for i in range(60):  # after the swap only walking, as well as before: no rollback
+        monitor.record(2.0 + i * 0.02, 0.6, (0.8, 0.0, 0.0))
+    assert monitor.verdict(3.3, faulted=False) == ''
+    before_swap(monitor)
+    for i in range(60):  # walking worse than the previous policy walked
+        monitor.record(2.0 + i * 0.02, 0.3, (0.8, 0.0, 0.0))
+    assert 'for the same commands' in monitor.verdict(3.3, faulted=False)
+    before_swap(monitor)
+    for i in range(60):  # a command the previous policy did not run: nothing to compare
+        monitor.record(2.0 + i * 0.02, 0.1, (0.0, 0.0, 1.0))
+    assert monitor.verdict(3.3, faulted=False) == ''
+
+
 def walk_row(seq, obs, tracking):
     terms = np.zeros(len(REWARD_TERMS))
     terms[0] = terms[1] = tracking

@@ -212,28 +212,40 @@ class SwapMonitor:
     """Decides when a freshly swapped policy goes back to the previous one.
 
     Within `window` s of a swap: any fault that trips DAMP; or, once the window has passed in
-    WALK, a mean tracking reward below the previous policy's mean over the window before the
-    swap by more than `margin`.
+    WALK, a mean tracking reward below the previous policy's by more than `margin`, compared
+    command by command: the tracking reward depends on what is commanded (standing tracks
+    better than turning), so each tick after the swap is held against the previous policy's
+    mean over the last `history` s for the same command (rounded to 0.1 m/s, rad/s). Ticks of
+    commands the previous policy did not run in that time are not compared.
     """
 
-    def __init__(self, window=5.0, margin=0.2):
+    def __init__(self, window=5.0, margin=0.2, history=30.0):
         """window: s after a swap; margin: tracking reward per tick (weighted lin + yaw)."""
-        self.window, self.margin = float(window), float(margin)
-        self.rewards = []  # (monotonic s, tracking reward) of recent WALK ticks
+        self.window, self.margin, self.history = float(window), float(margin), float(history)
+        self.rewards = collections.deque()  # (monotonic s, tracking reward, command key)
         self.swapped_at = None
-        self.baseline = None
+        self.baseline = None  # command key -> the previous policy's mean tracking reward
 
-    def record(self, now, reward):
-        """Add a WALK tick's tracking reward; keep two windows of history."""
-        self.rewards.append((now, float(reward)))
-        while self.rewards and self.rewards[0][0] < now - 2.0 * self.window:
-            self.rewards.pop(0)
+    @staticmethod
+    def command_key(command):
+        """The command (vx, vy, wz) rounded to 0.1, as a hashable key."""
+        return tuple(round(float(c), 1) + 0.0 for c in command)
+
+    def record(self, now, reward, command=(0.0, 0.0, 0.0)):
+        """Add a WALK tick's tracking reward under its command; keep `history` s of them."""
+        self.rewards.append((now, float(reward), self.command_key(command)))
+        horizon = max(self.history, 2.0 * self.window)
+        while self.rewards and self.rewards[0][0] < now - horizon:
+            self.rewards.popleft()
 
     def swapped(self, now):
-        """A new policy became active at now (s)."""
-        before = [r for t, r in self.rewards if t >= now - self.window]
-        self.baseline = float(np.mean(before)) if before else None
-        self.swapped_at, self.rewards = now, []
+        """A new policy became active at now (s): its predecessor's per-command means."""
+        groups = collections.defaultdict(list)
+        for t, reward, key in self.rewards:
+            if t >= now - self.history:
+                groups[key].append(reward)
+        self.baseline = {key: float(np.mean(v)) for key, v in groups.items()} or None
+        self.swapped_at, self.rewards = now, collections.deque()
 
     def verdict(self, now, faulted):
         """The reason to roll back now, or '' (and the watch ends once the window passed)."""
@@ -245,14 +257,15 @@ class SwapMonitor:
         if now - self.swapped_at < self.window:
             return ''
         self.swapped_at = None
-        after = [r for _, r in self.rewards]
-        if self.baseline is None or len(after) < 10:
+        pairs = [(r, self.baseline[key]) for _, r, key in self.rewards
+                 if self.baseline and key in self.baseline]  # fmt: skip
+        if len(pairs) < 10:
             return ''
-        mean = float(np.mean(after))
-        if mean < self.baseline - self.margin:
+        mean, before = (float(v) for v in np.mean(pairs, axis=0))
+        if mean < before - self.margin:
             return (
                 f'tracking reward {mean:.3f} over {self.window:g} s after the swap is below the '
-                f"previous policy's {self.baseline:.3f} by more than {self.margin}"
+                f"previous policy's {before:.3f} for the same commands by more than {self.margin}"
             )
         return ''
 
@@ -390,7 +403,8 @@ class PolicySwitch:
         if row is not None and row.mode == 'WALK':
             self.recent.append(np.array(row.obs, dtype=np.float64))
             terms = dict(zip(REWARD_TERMS, row.reward_terms))
-            self.monitor.record(now, sum(w * terms[k] for k, w in TRACKING_WEIGHTS.items()))
+            reward = sum(w * terms[k] for k, w in TRACKING_WEIGHTS.items())
+            self.monitor.record(now, reward, controller.command)
         reason = self.monitor.verdict(now, faulted)
         if reason and self.previous is not None:
             return [self._roll_back(controller, reason)]
