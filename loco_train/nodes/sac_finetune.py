@@ -145,6 +145,7 @@ class SacFinetune(Node):
         period = float(value('diagnostics_period').value)
         self.create_timer(period, self.on_timer, clock=steady_clock())
         self._exports, self._writing, self.export_error = queue.Queue(maxsize=1), False, ''
+        self._torch_lock, self.learner_error = threading.Lock(), ''
         self._worker = threading.Thread(target=self._learn, name='sac_finetune', daemon=True)
         self._exporter = threading.Thread(target=self._export_loop, name='export', daemon=True)
         self._worker.start()
@@ -196,9 +197,13 @@ class SacFinetune(Node):
             'store_error': store['last_error'],
             'last_malformed': self.assembler.last_error,
             'export_error': self.export_error,
+            'learner_error': self.learner_error,
         }
         status = DiagnosticStatus(name='sac_finetune', hardware_id='learner')
-        if not store['healthy']:
+        if self.learner_error:
+            status.level = DiagnosticStatus.ERROR
+            status.message = f'learner stopped: {self.learner_error}'
+        elif not store['healthy']:
             status.level = DiagnosticStatus.WARN
             status.message = f'store not writable, learning in memory: {store["last_error"]}'
         elif self.export_error:
@@ -216,18 +221,28 @@ class SacFinetune(Node):
     # -- learning (worker thread) ---------------------------------------------------------------
 
     def _learn(self):
+        """Worker thread: learn until stopped; a crash is reported on /diagnostics, not lost."""
+        try:
+            self._learn_loop()
+        except Exception as error:  # the node keeps streaming and storing; say why it stopped
+            self.learner_error = f'{type(error).__name__}: {error}'
+            self.get_logger().error(f'learner stopped: {self.learner_error}')
+            raise
+
+    def _learn_loop(self):
         """Take queued transitions, run the owed updates, export and checkpoint on schedule."""
         while not self._stop.is_set():
             with self._inbox_lock:
                 inbox, self._inbox = self._inbox, []
             for transitions in inbox:
                 self.tuner.add(transitions)
-            ran = self.tuner.update(limit=50)
+            with self._torch_lock:  # torch.onnx's tracer is not thread-safe beside autograd
+                ran = self.tuner.update(limit=50)
+                self._maybe_export()
+                if time.monotonic() - self._checkpointed > self.checkpoint_every_s:
+                    self._checkpoint()
             if self.max_rate > 0 and ran:
                 time.sleep(ran / self.max_rate)
-            self._maybe_export()
-            if time.monotonic() - self._checkpointed > self.checkpoint_every_s:
-                self._checkpoint()
             if not ran:
                 self._stop.wait(0.01)
 
@@ -262,7 +277,8 @@ class SacFinetune(Node):
         path = os.path.join(self.policy_dir, f'sac_finetune_v{version:05d}.onnx')
         start = time.monotonic()
         try:
-            self.tuner.write_candidate(snapshot, path)
+            with self._torch_lock:  # learning waits while the exporter traces
+                self.tuner.write_candidate(snapshot, path)
             with open(path, 'rb') as handle:
                 blob = handle.read()
         except OSError as error:  # full or unwritable policy_dir: say so, keep learning
