@@ -172,3 +172,34 @@ def test_the_temperature_holds_the_warm_start_policys_own_entropy():
     assert own < -spec.ACTION_DIM  # a deployed policy is far narrower than SAC's usual -d
     fixed = FineTuner.from_onnx(SHIPPED, FinetuneConfig(target_entropy=-5.0))
     assert fixed.sac.target_entropy == -5.0
+
+
+def test_an_exported_relu_actor_warm_starts_with_its_own_activation(tmp_path):
+    from loco_train.policy.export import DeployedPolicy, export_policy
+    from loco_train.policy.normalizer import EmpiricalNormalizer
+    from loco_train.sac.actor import anymal_action_bounds, SquashedGaussianActor
+
+    torch.manual_seed(0)
+    b, c = anymal_action_bounds()
+    actor = SquashedGaussianActor(spec.OBS_DIM, b, c, hidden=(32, 32), activation='relu',
+                                  mean_init_std=0.3)  # fmt: skip
+    normalizer = EmpiricalNormalizer(spec.OBS_DIM)
+    path = str(tmp_path / 'relu.onnx')
+    export_policy(DeployedPolicy(normalizer, actor), path, 'sac', 1, 0.0)
+    tuner = FineTuner.from_onnx(path)  # every export has a Tanh (the squash): not the trunk's
+    assert type(tuner.sac.actor.trunk[1]).__name__ == 'ReLU'
+    obs = held_out_observations(tuner, 64)
+    deployed = OnnxPolicy(path)
+    ours = tuner.sac.act(torch.as_tensor(obs), deterministic=True).numpy()
+    assert np.abs(ours - np.array([deployed.act(row) for row in obs])).max() < 1e-5
+
+
+def test_stored_transitions_put_back_after_a_restart_end_their_segment():
+    tuner = FineTuner.from_onnx(SHIPPED, FinetuneConfig(learning_starts=1))
+    tuner.refill(fake_transitions(30))
+    assert tuner.owed() == 0 and tuner.robot_transitions == 0
+    assert bool(tuner.robot.truncated[29, 0]) and not tuner.robot.truncated[:29].any()
+    t = fake_transitions(10)
+    t['obs'][4, 0] = np.nan  # a dropped row ends the segment of the one before it
+    tuner.add(t)
+    assert bool(tuner.robot.truncated[30 + 3, 0])

@@ -393,6 +393,7 @@ class PolicySwitch:
         controller.swap_policy(policy, version)
         self.active_sha, self._active = sha, policy
         self.monitor.swapped_at = None
+        self.monitor.rewards.clear()  # the rolled-back candidate's ticks are no one's baseline
         with self._lock:
             self.counts['rollbacks'] += 1
             self.generation += 1

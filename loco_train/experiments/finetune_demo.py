@@ -173,12 +173,17 @@ def evaluate_candidates(out, frozen, candidates, seeds, perturbation, say):
 
 def candidate_list(policy_dir, accepted):
     """(label, path, robot minutes) of the policy files whose version the robot made active."""
-    from loco_policy.policy_file import OnnxPolicy
+    from loco_policy.policy_file import OnnxPolicy, PolicyFileError
 
     out = []
     for name in sorted(os.listdir(policy_dir)) if os.path.isdir(policy_dir) else []:
+        if name.startswith('.') or not name.endswith('.onnx'):  # e.g. a killed export's temp
+            continue
         path = os.path.join(policy_dir, name)
-        provenance = OnnxPolicy(path, warmup=0).contract.provenance
+        try:
+            provenance = OnnxPolicy(path, warmup=0).contract.provenance
+        except PolicyFileError:
+            continue
         if provenance.get('version') in accepted:
             minutes = provenance.get('robot_transitions', 0) / 3000.0
             out.append((f'v{provenance["version"]}', path, minutes))
@@ -212,7 +217,9 @@ def run(args):
     from loco_policy.nodes.policy_node import SHIPPED_POLICY
     from loco_policy.tools.demo import Operator, stop_stack
 
-    out = os.path.abspath(args.out)
+    out = os.path.abspath(args.out or time.strftime('runs/finetune_%Y%m%d_%H%M%S'))
+    if os.path.isdir(out) and os.listdir(out):  # a store there would resume, not start fresh
+        raise SystemExit(f'finetune demo: {out} is not empty; give a new --out')
     os.makedirs(out, exist_ok=True)
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     os.environ.setdefault('ROS_DOMAIN_ID', str(60 + os.getpid() % 40))
@@ -306,7 +313,9 @@ def main(argv=None):
     """`python -m loco_train.experiments.finetune_demo [--minutes M] [--out DIR]`."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--minutes', type=float, default=3.0, help='minutes of robot data')
-    parser.add_argument('--out', default='runs/finetune_demo', help='output directory')
+    parser.add_argument(
+        '--out', default='', help='output directory, new or empty (default runs/finetune_<time>)'
+    )
     parser.add_argument('--payload', type=float, default=2.0, help="kg on sim_robot's base")
     parser.add_argument('--gain-scale', type=float, default=1.0, help='kp, kd multiplier')
     parser.add_argument(

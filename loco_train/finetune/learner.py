@@ -124,12 +124,9 @@ def actor_from_onnx(path, sigma0=0.3):
             f'{path}: not a squashed-Gaussian actor as loco-train shac/sac export it '
             f'(initializers {sorted(weights)[:6]}...); warm-start from a SAC checkpoint instead'
         )
-    ops = {node.op_type for node in onnx.load(path).graph.node}
-    activation = next(
-        (a for a, op in (('elu', 'Elu'), ('tanh', 'Tanh'), ('relu', 'Relu')) if op in ops), None
-    )
+    activation = _trunk_activation(onnx.load(path).graph, trunk[0][1])
     if activation is None:
-        raise WarmStartError(f'{path}: no known activation among the graph ops {sorted(ops)}')
+        raise WarmStartError(f'{path}: the first trunk layer is not followed by Elu/Tanh/Relu')
     hidden = tuple(int(weights[name].shape[0]) for _, name in trunk)
     b, c = weights['actor.b'].copy(), weights['actor.c'].copy()
     actor = SquashedGaussianActor(
@@ -165,7 +162,39 @@ def actor_from_onnx(path, sigma0=0.3):
         var = torch.as_tensor(scale.copy(), dtype=torch.float64) ** 2 - normalizer.eps
         normalizer.var.copy_(var.clamp_min(0.0).float())
         normalizer.count.fill_(1.0)
+    _check_against_onnx(path, actor, normalizer)
     return actor, normalizer
+
+
+def _trunk_activation(graph, first_weight):
+    """The activation name of the op that consumes the first trunk Gemm's output, or None."""
+    names = {'Elu': 'elu', 'Tanh': 'tanh', 'Relu': 'relu'}
+    gemm = next((n for n in graph.node if n.op_type == 'Gemm' and first_weight in n.input), None)
+    if gemm is None:
+        return None
+    follower = next((n for n in graph.node if gemm.output[0] in n.input), None)
+    return names.get(follower.op_type) if follower is not None else None
+
+
+def _check_against_onnx(path, actor, normalizer, samples=64, tolerance=1e-4):
+    """Raise WarmStartError unless the rebuilt actor's mean action equals the file's."""
+    from loco_policy.policy_file import OnnxPolicy
+
+    generator = torch.Generator().manual_seed(1)
+    std = torch.sqrt(normalizer.var + normalizer.eps)
+    obs = normalizer.mean + std * torch.randn(
+        samples, normalizer.mean.shape[0], generator=generator
+    )
+    with torch.no_grad():
+        ours = DeployedPolicy(normalizer, actor).eval()(obs).numpy()
+    policy = OnnxPolicy(path, warmup=0)
+    theirs = np.array([policy.act(row) for row in obs.numpy().astype(np.float64)])
+    error = float(np.abs(ours - theirs).max())
+    if not error < tolerance:
+        raise WarmStartError(
+            f'{path}: the rebuilt actor differs from the file by {error:.3g} (over {tolerance}); '
+            "its layout is not the exporter's"
+        )
 
 
 def contract_command_ranges(path):
@@ -258,6 +287,7 @@ class FineTuner:
         cfg.batch_size, cfg.n_step, cfg.gamma = config.batch_size, config.n_step, config.gamma
         cfg.utd_ratio, cfg.max_grad_norm = config.utd_ratio, config.max_grad_norm
         cfg.actor_update_interval = config.actor_update_interval
+        cfg.compile = False  # no torch.compile beside the exporter's tracing
         sac = SAC(
             kwargs.get('obs_dim', spec.OBS_DIM),
             kwargs['action_bias'],
@@ -300,6 +330,8 @@ class FineTuner:
         fields = [torch.as_tensor(np.asarray(f)) for f in replay_fields(transitions)]
         finite = torch.isfinite(fields[0]).all(1) & torch.isfinite(fields[3]).all(1)
         finite &= torch.isfinite(fields[1]).all(1) & torch.isfinite(fields[2])
+        # a dropped row ends the segment of the kept row before it (no n-step window joins)
+        fields[5] = fields[5] | torch.cat([~finite[1:], torch.zeros(1, dtype=torch.bool)])
         for i in torch.nonzero(finite).flatten().tolist():
             self.robot.add(*(f[i : i + 1] for f in fields))
         kept = int(finite.sum())
@@ -451,7 +483,8 @@ class FineTuner:
     def refill(self, transitions):
         """Put stored robot transitions back in memory after a restart (no updates owed)."""
         credit, count = self.credit, self.robot_transitions
-        self.add(transitions)
+        if self.add(transitions):  # the stream broke at the restart: end the last segment
+            self.robot.truncated[(self.robot.ptr - 1) % self.robot.rows] = True
         self.credit, self.robot_transitions = credit, count
 
 

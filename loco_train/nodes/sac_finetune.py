@@ -242,7 +242,7 @@ class SacFinetune(Node):
                 if time.monotonic() - self._checkpointed > self.checkpoint_every_s:
                     self._checkpoint()
             if self.max_rate > 0 and ran:
-                time.sleep(ran / self.max_rate)
+                self._stop.wait(ran / self.max_rate)
             if not ran:
                 self._stop.wait(0.01)
 
@@ -254,8 +254,10 @@ class SacFinetune(Node):
         if not due or self.tuner.actor_frozen or not self._exports.empty() or self._writing:
             return
         snapshot = self.tuner.snapshot()
-        self._checkpoint()  # the version counter is on disk before anyone hears of it
         self._exported_at = (time.monotonic(), self.tuner.updates)
+        if not self._checkpoint():  # the version counter is on disk before anyone hears of it
+            self.export_error = f'version {snapshot[0]} held back: checkpoint not on disk'
+            return
         self._exports.put(snapshot)
 
     def _export_loop(self):
@@ -268,6 +270,9 @@ class SacFinetune(Node):
             self._writing = True
             try:
                 self._write_and_announce(snapshot)
+            except Exception as error:  # reported, and the next candidate is tried
+                self.export_error = f'version {snapshot[0]}: {type(error).__name__}: {error}'
+                self.get_logger().error(f'candidate not exported, {self.export_error}')
             finally:
                 self._writing = False
 
@@ -313,21 +318,27 @@ class SacFinetune(Node):
         self.get_logger().info(f'announced policy version {version} ({path})')
 
     def _checkpoint(self):
-        """Save the learner's state into the store's checkpoint slot (atomic, fsynced)."""
-        self.store.save_checkpoint(self.tuner.to_bytes())
+        """Save the learner's state into the store's checkpoint slot; True when on disk."""
         self._checkpointed = time.monotonic()
+        return self.store.save_checkpoint(self.tuner.to_bytes())
 
     def close(self):
         """Stop the learner, checkpoint, close the store (everything received is flushed)."""
         self._stop.set()
-        self._worker.join(timeout=10.0)
-        self._exporter.join(timeout=20.0)  # a candidate being written is finished
-        self.assembler.finish()
-        rest = self.assembler.drain()
-        if len(rest['seq']):
-            self.store.append(rest)
-        self._checkpoint()
-        self.store.close()
+        self._worker.join(timeout=2.0)  # within loco-launch's 5 s before SIGTERM
+        self._exporter.join(timeout=1.5)  # a candidate being traced may be cut off (skipped)
+        try:
+            self.assembler.finish()
+            rest = self.assembler.drain()
+            if len(rest['seq']):
+                self.store.append(rest)
+            if self._torch_lock.acquire(timeout=1.0):  # never beside a live trace or update
+                try:
+                    self._checkpoint()
+                finally:
+                    self._torch_lock.release()
+        finally:
+            self.store.close()
 
 
 def main(args=None):
