@@ -152,6 +152,8 @@ def run(args, work, tick_source, sidecar=''):
                 ok, message = trigger(node, executor, name)
                 if ok or time.monotonic() > deadline:
                     break
+                if 'DAMP' in message:  # a start-up hiccup (stale inputs) latched: clear it
+                    trigger(node, executor, 'reset')
                 executor.spin_once(timeout_sec=0.2)
             steps.append(message)
             if not ok:
