@@ -59,7 +59,7 @@ class SacFinetune(Node):
         declare = self.declare_parameter
         declare('device', 'cpu')  # torch device of the learner: cpu, cuda, cuda:1
         declare('torch_threads', 1)  # torch CPU threads (0: torch's default)
-        declare('cpu_affinity', '')  # CPU ids for this process, e.g. '1' ('' = unchanged)
+        declare('cpu_affinity', '', any_type())  # CPU ids, e.g. '1' ('' = unchanged)
         declare('warm_start', SHIPPED_POLICY)  # policy .onnx, or a loco-train sac checkpoint.pt
         declare('prior_replay', '')  # replay.pt of the checkpoint's simulation run ('' none)
         declare('store', 'finetune_store')  # directory of the crash-safe transition store
@@ -75,7 +75,7 @@ class SacFinetune(Node):
         # the task reward weights the warm-start policy was trained with (RewardConfig names)
         declare('reward_overrides', [''])
         value = self.get_parameter
-        affinity = value('cpu_affinity').value
+        affinity = str(value('cpu_affinity').value)  # -p cpu_affinity:=1 arrives as 1
         if affinity:
             set_cpu_affinity(affinity)
         threads = int(value('torch_threads').value)
