@@ -80,10 +80,11 @@ class Operator:
             )
 
     def call(self, name, timeout=10.0):
-        """Call /policy_node/<name> (Trigger); return (success, message)."""
-        client = self.node.create_client(self.Trigger, f'/policy_node/{name}')
+        """Call /policy_node/<name>, or a full /service name (Trigger); (success, message)."""
+        service = name if name.startswith('/') else f'/policy_node/{name}'
+        client = self.node.create_client(self.Trigger, service)
         if not client.wait_for_service(timeout_sec=timeout):
-            return False, f'service /policy_node/{name} not available'
+            return False, f'service {service} not available'
         future = client.call_async(self.Trigger.Request())
         self.rclpy.spin_until_future_complete(self.node, future, timeout_sec=timeout)
         result = future.result()

@@ -91,17 +91,6 @@ class Watch:
             self.versions.append(version)
 
 
-def call_service(op, name, timeout=10.0):
-    """Call a std_srvs/Trigger service by its full name; (success, message)."""
-    client = op.node.create_client(op.Trigger, name)
-    if not client.wait_for_service(timeout_sec=timeout):
-        return False, f'{name} not available'
-    future = client.call_async(op.Trigger.Request())
-    op.rclpy.spin_until_future_complete(op.node, future, timeout_sec=timeout)
-    result = future.result()
-    return (result.success, result.message) if result else (False, 'no response')
-
-
 def walk(op, watch, stack, minutes, say):
     """Walk the repeating schedule until `minutes` of WALK transitions were published."""
     from loco_policy.tools.demo import start_standing
@@ -120,7 +109,7 @@ def walk(op, watch, stack, minutes, say):
                 fault = str(op.status.get('fault'))
                 say(f'  fault: {fault}; reset')
                 if 'tilt' in fault:  # fallen over: put the simulated robot back on its feet
-                    call_service(op, '/sim_robot/reset')
+                    op.call('/sim_robot/reset')
                     op.spin(1.0)
                 op.call('reset')
                 op.spin(0.5)
