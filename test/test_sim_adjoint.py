@@ -1,7 +1,8 @@
 """Hand-written reverse passes (CRBA, solves, PGS) against Warp's generated adjoints.
 
 Both differentiate the same forward kernels (float64), so their gradients must agree to rounding,
-over a batch that holds sticking, sliding and airborne feet.
+over a batch that holds sticking, sliding and airborne feet, with joint damping, friction and
+command delays (none, fractional, longer than a control step) on the drives.
 """
 
 import numpy as np
@@ -18,6 +19,7 @@ STEPS = 4
 HEIGHT = np.array([0.54, 0.54, 0.80, 0.56])  # base (m): standing, sliding, airborne, landing
 MU = np.array([1.0, 0.1, 1.0, 0.6])
 TAU_SCALE = np.array([1.0, 1.0, 1.0, 0.05])  # torque limits: the landing env's saturate
+DELAY = np.array([0.0, 0.0113, 0.025, 0.004])  # s: none, fractional, past one control step
 
 
 def _initial_state():
@@ -27,7 +29,7 @@ def _initial_state():
     qvel = np.zeros((len(HEIGHT), 18))
     qvel[1, 0] = 2.0  # pushed at 2 m/s on ice: the feet slide
     qvel[3] = 0.3 * rng.normal(size=18)
-    targets = spec.DEFAULT_JOINT_POS + 0.1 * rng.normal(size=(STEPS, len(HEIGHT), 12))
+    targets = spec.DEFAULT_JOINT_POS + 0.1 * rng.normal(size=(STEPS + 2, len(HEIGHT), 12))
     return qpos, qvel, targets
 
 
@@ -55,10 +57,13 @@ def _gradients(contact, adjoint):
         ),
     }
     tau_ff = torch.full((len(HEIGHT), 12), 0.5, dtype=torch.float64, requires_grad=True)
-    ts.reset(qpos, qvel)
+    params['damping'] = torch.full((len(HEIGHT), 12), 0.7, dtype=torch.float64).requires_grad_()
+    params['friction'] = torch.full((len(HEIGHT), 12), 0.3, dtype=torch.float64).requires_grad_()
+    params['delay'] = torch.tensor(DELAY, requires_grad=True)
+    ts.reset(qpos, qvel, previous=targets[:2].transpose(0, 1).flip(1))  # the 2 before t = 0
     loss = 0.0
     for t in range(STEPS):
-        out = ts.step(targets[t], params=params, tau_ff=tau_ff)
+        out = ts.step(targets[t + 2], params=params, tau_ff=tau_ff)
         loss = loss + out.qpos[:, :3].sum() + 0.01 * out.qvel.square().sum()
         loss = loss + out.foot_pos.sum() + 1e-3 * out.contact_force.square().sum()
         loss = loss + 0.1 * out.foot_vel.square().sum()

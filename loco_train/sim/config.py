@@ -45,6 +45,11 @@ class SimConfig:
     """Soft model normal damping (N s/m), acting only while penetrating (implicit in dt)."""
     soft_friction_velocity: float = 0.01
     """Soft model Coulomb regularisation velocity (m/s): friction = mu F_n v_t / |v_t|_eps."""
+    joint_friction_velocity: float = 0.1
+    """Joint Coulomb friction smoothing velocity v_eps (rad/s): the friction torque is
+    friction tanh(qd / v_eps). Explicit in the substep: it stays non-oscillating while
+    dt friction / (v_eps I) < 1 (I the joint's inertia with armature, ~0.016 kg m^2 for ANYmal's
+    knees without armature)."""
 
     @property
     def dt(self):
@@ -61,4 +66,6 @@ class SimConfig:
             raise ValueError(f'adjoint {self.adjoint!r} not in {ADJOINTS}')
         if self.substeps < 1 or self.control_dt <= 0.0 or self.pgs_iterations < 1:
             raise ValueError('substeps, pgs_iterations and control_dt must be positive')
+        if not self.joint_friction_velocity > 0.0:
+            raise ValueError('joint_friction_velocity must be positive')
         return self

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 import warp as wp
 
+from loco_train.sim.actuator import HISTORY
 from loco_train.sim.buffers import observe_buffers, SharedGradients, substep_buffers
 from loco_train.sim.config import SimConfig
 from loco_train.sim.graphs import GraphCache
@@ -29,8 +30,12 @@ from loco_train.sim.kernels import kernel_set
 from loco_train.sim.model import model_spec
 from loco_train.sim.pgs import Z_CUT
 
-PARAMS = ('kp', 'kd', 'tau_max', 'armature', 'mass_offset', 'mu')
-"""Per-environment parameters: (N, nu) gains, limits, armature; (N,) base mass offset, friction."""
+PARAMS = ('kp', 'kd', 'tau_max', 'armature', 'mass_offset', 'mu', 'damping', 'friction', 'delay')
+"""Per-environment parameters: (N, nu) gains, limits, armature, joint damping and friction;
+(N,) base mass offset, ground friction, command delay."""
+
+PER_ENV = ('mass_offset', 'mu', 'delay')
+"""The parameters with one value per environment, (N,); the others are (N, nu)."""
 
 
 def _active_tape():
@@ -78,6 +83,9 @@ class Simulator:
         self.graphs = GraphCache(self.device, config.graphs)
         """Captured launch sequences of step() and the torch bridge."""
         self._staged = None
+        self.previous_targets = None
+        """(N, HISTORY, nu) the targets of the last step() calls, newest first (None before the
+        first): what the next step's delayed drives see unless step() is given others."""
         self.invalid = np.zeros(self.num_envs, dtype=bool)
         """(N,) True where the state became non-finite or implausible (terminate those envs)."""
         qpos = np.tile(model.qpos0, (self.num_envs, 1))
@@ -123,11 +131,18 @@ class Simulator:
         return md
 
     def default_params(self):
-        """Model defaults: kp 0, kd 0, tau_max from ctrlrange, armature 0, mass offset 0, mu 1."""
+        """Model defaults: kp, kd, armature, joint friction, delay 0; ctrlrange limits; mu 1.
+
+        Damping: the driven dofs' dof_damping (the description's joint friction is not modelled
+        by default: friction 0 keeps the simulator's behaviour without an actuator model).
+        """
         n, nu = self.num_envs, max(self.spec.nu, 1)
         limit = self.spec.arrays['ctrl_limit']
         limit = np.where(np.isfinite(limit), limit, 1.0e6) if limit.size else np.full(1, 1.0e6)
         friction = 1.0
+        damping = np.zeros(nu)
+        if self.spec.nu:
+            damping = self.spec.arrays['dof_damping'][self.spec.arrays['act_dof']]
         return {
             'kp': np.zeros((n, nu)),
             'kd': np.zeros((n, nu)),
@@ -135,12 +150,16 @@ class Simulator:
             'armature': np.zeros((n, nu)),
             'mass_offset': np.zeros(n),
             'mu': np.full(n, friction),
+            'damping': np.broadcast_to(damping, (n, nu)),
+            'friction': np.zeros((n, nu)),
+            'delay': np.zeros(n),
         }
 
     def set_params(self, **values):
         """Set per-env parameters; ValueError on a non-finite or out-of-range value.
 
-        kp, kd, tau_max, armature: (N, nu) or (nu,); mass_offset (kg), mu: (N,) or scalar.
+        kp, kd, tau_max, armature, damping (N m s/rad), friction (N m): (N, nu) or (nu,);
+        mass_offset (kg), mu, delay (s, at most HISTORY control steps): (N,) or scalar.
         Written in place into `params` (captured graphs hold those arrays), so a warp.Tape
         recorded on `params` sees the new values in its backward pass (the torch bridge copies
         its own).
@@ -149,15 +168,21 @@ class Simulator:
         for name, value in values.items():
             if name not in PARAMS:
                 raise ValueError(f'unknown parameter {name!r}; known: {PARAMS}')
-            shape = (n,) if name in ('mass_offset', 'mu') else (n, nu)
+            shape = (n,) if name in PER_ENV else (n, nu)
             value = np.broadcast_to(_host(value, np.float64), shape)
             if not np.all(np.isfinite(value)):
                 bad = np.unique(np.nonzero(~np.isfinite(value))[0])
                 raise ValueError(
                     f'parameter {name!r} is not finite in environments {bad.tolist()}'
                 )
-            if name in ('tau_max', 'mu', 'kp', 'kd', 'armature') and np.any(value < 0):
+            if name not in ('mass_offset',) and np.any(value < 0):
                 raise ValueError(f'parameter {name!r} must be non-negative')
+            longest = HISTORY * self.config.control_dt
+            if name == 'delay' and np.any(value > longest * (1.0 + 1e-9)):
+                raise ValueError(
+                    f'delay {value.max()} s exceeds the {HISTORY} control steps of target '
+                    f'history ({longest} s at control_dt {self.config.control_dt} s)'
+                )
             if name == 'mass_offset':
                 masses = self.spec.arrays['body_mass'][[b for b in range(1, self.spec.nbody)
                                                         if self.spec.parent[b] == 0]]  # fmt: skip
@@ -271,14 +296,19 @@ class Simulator:
                 [a for a in (qpos, qvel, qpos_out) if a.grad is not None],
             )  # fmt: skip
 
-    def _drive(self, buf, qvel, target, tau_ff, params, applied, f_contact):
+    def _drive(self, buf, qvel, target, previous, tau_ff, params, applied, f_contact, index):
         """The Drive struct of a substep (inputs and gradients) and the arrays it accumulates."""
+        c = self.config
         d = self.k.Drive()
-        inputs = {'qpos': buf.qmid, 'qvel': qvel, 'target': target, 'tau_ff': tau_ff}
-        inputs.update((name, params[name]) for name in ('kp', 'kd', 'tau_max'))
+        inputs = {'qpos': buf.qmid, 'qvel': qvel, 'target': target, 'previous': previous}
+        inputs['tau_ff'] = tau_ff
+        drive_params = ('kp', 'kd', 'tau_max', 'damping', 'friction', 'delay')
+        inputs.update((name, params[name]) for name in drive_params)
         for name, array in inputs.items():
             setattr(d, name, array)
             setattr(d, f'{name}_grad', self._grad(array))
+        d.k, d.substeps = int(index), int(c.substeps)
+        d.dt, d.v_eps = self.sp.Float(c.dt), self.sp.Float(c.joint_friction_velocity)
         d.bias_grad = buf.bias.grad
         d.applied_grad, d.f_contact_grad = self._grad(applied), self._grad(f_contact)
         arrays = [*inputs.values(), buf.bias, applied, f_contact]
@@ -370,8 +400,13 @@ class Simulator:
                  buf.cacc],
             )  # fmt: skip
 
-    def substep(self, qpos, qvel, target, tau_ff, applied, params, buf):
-        """One Moreau step from (qpos, qvel); writes only `buf`; returns (qpos+, qvel+)."""
+    def substep(self, qpos, qvel, target, previous, tau_ff, applied, params, buf, index=0):
+        """One Moreau step from (qpos, qvel); writes only `buf`; returns (qpos+, qvel+).
+
+        target (N, nu): this control step's joint targets; previous (N, HISTORY, nu): the last
+        control steps' (newest first), read through the delay; index: the substep's place in
+        its control step.
+        """
         k, md, c, sp = self.k, self.md, self.config, self.sp
         dt = sp.Float(c.dt)
         half = sp.Float(0.5 * c.dt)
@@ -413,16 +448,19 @@ class Simulator:
             H = buf.H_soft
         self._launch(
             k.pd_torque,
-            [buf.qmid, qvel, target, tau_ff, params['kp'], params['kd'], params['tau_max'], md],
+            [buf.qmid, qvel, target, previous, tau_ff, params['kp'], params['kd'],
+             params['tau_max'], params['delay'], int(index), int(c.substeps), dt, md],
             [buf.tau], record_tape=auto,
         )  # fmt: skip
         self._launch(
-            k.net_force, [buf.tau, buf.bias, qvel, md, applied, f_contact], [buf.f],
-            record_tape=auto,
+            k.net_force,
+            [buf.tau, buf.bias, qvel, params['damping'], params['friction'],
+             sp.Float(c.joint_friction_velocity), md, applied, f_contact],
+            [buf.f], record_tape=auto,
         )  # fmt: skip
         if hand:  # their reverse runs inside the solve's
             drive, drive_arrays = self._drive(
-                buf, qvel, target, tau_ff, params, applied, f_contact
+                buf, qvel, target, previous, tau_ff, params, applied, f_contact, index
             )
         self._launch(k.cholesky_factor, [H, md], [buf.S, buf.L], record_tape=auto)
         self._launch(
@@ -509,11 +547,17 @@ class Simulator:
             return c.contact_offset + Z_CUT / c.kappa
         return c.contact_offset
 
-    def control_step(self, qpos, qvel, target, tau_ff, applied, params, bufs):
-        """`substeps` Moreau steps with fixed targets; return (qpos, qvel, [substep forces])."""
+    def control_step(self, qpos, qvel, target, previous, tau_ff, applied, params, bufs):
+        """`substeps` Moreau steps with fixed targets; return (qpos, qvel, [substep forces]).
+
+        previous (N, HISTORY, nu): the targets of the last control steps, newest first (the
+        drives see them through the delay).
+        """
         forces = []
-        for buf in bufs:
-            qpos, qvel = self.substep(qpos, qvel, target, tau_ff, applied, params, buf)
+        for index, buf in enumerate(bufs):
+            qpos, qvel = self.substep(
+                qpos, qvel, target, previous, tau_ff, applied, params, buf, index
+            )
             forces.append(buf.force)
         return qpos, qvel, forces
 
@@ -569,7 +613,7 @@ class Simulator:
             if not np.all(np.isfinite(applied)):
                 raise ValueError('step: applied forces are not finite')
             applied = self._array(np.ascontiguousarray(applied))
-        return self._array(np.ascontiguousarray(targets)), tau_ff, applied
+        return targets, tau_ff, applied
 
     def graph_values(self):
         """What a captured graph's launches hold besides fixed arrays: the config's values."""
@@ -583,25 +627,43 @@ class Simulator:
             self._staged = SimpleNamespace(
                 qpos=self._array(np.zeros((n, spec.nq))), qvel=self._array(np.zeros((n, spec.nv))),
                 target=self._array(np.zeros((n, nu))), tau_ff=self._array(np.zeros((n, nu))),
+                previous=self._array(np.zeros((n, HISTORY, nu))),
                 applied=self._array(np.zeros((n, spec.nv))),
                 flag=wp.zeros(n, dtype=wp.int32, device=self.device),
             )  # fmt: skip
         return self._staged
 
-    def step(self, targets=None, tau_ff=None, applied=None):
-        """Advance one control step with PD joint targets (N, nu) (no gradient recorded)."""
+    def step(self, targets=None, tau_ff=None, applied=None, previous=None):
+        """Advance one control step with PD joint targets (N, nu) (no gradient recorded).
+
+        previous: (N, HISTORY, nu) or (HISTORY, nu) targets of the last control steps, newest
+        first, that the delayed drives still see; None: previous_targets.
+        """
         target, tau_ff, applied = self._inputs(targets, tau_ff, applied)
+        n, nu = self.num_envs, max(self.spec.nu, 1)
+        if previous is None:
+            previous = self.previous_targets
+        if previous is None:  # before the first step: this step's targets were held before it
+            previous = np.repeat(target[:, None], HISTORY, axis=1)
+        previous = np.broadcast_to(_host(previous, np.float64), (n, HISTORY, nu))
+        if not np.all(np.isfinite(previous)):
+            raise ValueError('step: previous joint targets are not finite')
         if self._substeps is None:
             self._substeps = self.substep_buffers()
         s = self._stage()
-        for dst, src in ((s.qpos, self.qpos), (s.qvel, self.qvel), (s.target, target),
-                         (s.tau_ff, tau_ff), (s.applied, applied)):  # fmt: skip
+        for dst, src in ((s.qpos, self.qpos), (s.qvel, self.qvel)):
             wp.copy(dst, src)
+        s.target.assign(np.ascontiguousarray(target, dtype=self.np_dtype))
+        s.previous.assign(np.ascontiguousarray(previous, dtype=self.np_dtype))
+        wp.copy(s.tau_ff, tau_ff)
+        wp.copy(s.applied, applied)
+        self.previous_targets = np.concatenate([target[:, None], previous[:, :-1]], axis=1)
 
         def launches():
             qpos, qvel, forces = self.control_step(
-                s.qpos, s.qvel, s.target, s.tau_ff, s.applied, self.params, self._substeps
-            )
+                s.qpos, s.qvel, s.target, s.previous, s.tau_ff, s.applied, self.params,
+                self._substeps,
+            )  # fmt: skip
             s.flag.zero_()
             dim = (self.num_envs, max(self.spec.nq, self.spec.nv))
             self._launch(

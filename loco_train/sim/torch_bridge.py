@@ -1,7 +1,8 @@
 """The one torch <-> Warp autograd bridge: differentiable control steps of a Simulator.
 
 A torch loss on states after T control steps backpropagates through T `ControlStep` nodes to the
-initial state, to every step's joint targets and to the per-environment parameters. Each node
+initial state, to every step's joint targets (through the command delay also to the targets of
+the steps before it) and to the per-environment parameters. Each node
 records its substeps on its own warp.Tape with its own arrays, so nothing a tape needs is ever
 overwritten; the arrays return to a pool only after that node's backward pass.
 Cutting gradients between windows is one explicit call: `TorchSim.cut_gradients()`.
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
-from loco_train.sim.simulator import PARAMS
+from loco_train.sim.actuator import HISTORY
+from loco_train.sim.simulator import PARAMS, PER_ENV
 
 _TORCH_DTYPES = {'float32': torch.float32, 'float64': torch.float64}
 
@@ -74,8 +76,8 @@ class _Slot:
     def __init__(self, sim, record, index):
         n, spec, Float = sim.num_envs, sim.spec, sim.sp.Float
         nu = max(spec.nu, 1)
-        shapes = [(n, spec.nq), (n, spec.nv), (n, nu), (n, nu)]
-        shapes += [(n,) if name in ('mass_offset', 'mu') else (n, nu) for name in PARAMS]
+        shapes = [(n, spec.nq), (n, spec.nv), (n, nu), (n, HISTORY, nu), (n, nu)]
+        shapes += [(n,) if name in PER_ENV else (n, nu) for name in PARAMS]
         self.inputs = [
             wp.zeros(shape, dtype=Float, device=sim.device, requires_grad=record)
             for shape in shapes
@@ -100,18 +102,22 @@ class _Slot:
 
     def forward(self, sim):
         """Run (replay) the control step and the observation on the inputs; return the outputs."""
-        aq, av, at, aff = self.inputs[:4]
-        values = dict(zip(PARAMS, self.inputs[4:]))
+        aq, av, at, ap, aff = self.inputs[:5]
+        values = dict(zip(PARAMS, self.inputs[5:]))
 
         def launches():
             if not self.record:
-                q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, self.bufs)
+                q, v, forces = sim.control_step(
+                    aq, av, at, ap, aff, sim.zeros_nv, values, self.bufs
+                )
                 sim.observe(q, v, values, self.obs, clearance=False)
                 return [q, v, self.obs.foot_pos, self.obs.foot_vel] + forces
             self.tape = _ModelTape(sim)  # every run of the launches records its tape afresh
             self.generation += 1
             with self.tape:  # clearances are not differentiable: kept off the tape
-                q, v, forces = sim.control_step(aq, av, at, aff, sim.zeros_nv, values, self.bufs)
+                q, v, forces = sim.control_step(
+                    aq, av, at, ap, aff, sim.zeros_nv, values, self.bufs
+                )
                 sim.observe(q, v, values, self.obs, clearance=False)
             return [q, v, self.obs.foot_pos, self.obs.foot_vel] + forces
 
@@ -188,11 +194,11 @@ class ControlStep(torch.autograd.Function):
     """One control step of `sim` as a torch autograd node (Warp tape inside)."""
 
     @staticmethod
-    def forward(ctx, sim, qpos, qvel, target, tau_ff, *params):
+    def forward(ctx, sim, qpos, qvel, target, previous, tau_ff, *params):
         """Run the substeps (on a tape when recording); return qpos, qvel, feet, forces."""
         record = any(ctx.needs_input_grad)
         slot = _take_slot(sim, record)
-        for view, t in zip(slot.views, (qpos, qvel, target, tau_ff, *params)):
+        for view, t in zip(slot.views, (qpos, qvel, target, previous, tau_ff, *params)):
             view.copy_(t.detach())
         views = slot.forward(sim)
         nc = sim.spec.ncontact
@@ -229,6 +235,8 @@ class TorchSim:
         self.dtype = _TORCH_DTYPES[sim.config.dtype]
         self.device = wp.device_to_torch(sim.device)
         self.qpos = self.qvel = None
+        self.previous = None
+        """(N, HISTORY, nu) targets of the last steps, newest first (None: none yet)."""
         # views of the simulator's parameters (set_params writes them in place)
         self._param_views = {name: wp.to_torch(sim.params[name]) for name in PARAMS}
 
@@ -240,12 +248,15 @@ class TorchSim:
         """The simulator's current per-env parameters as tensors (no grad): name -> tensor."""
         return {name: view.clone() for name, view in self._param_views.items()}
 
-    def reset(self, qpos, qvel):
+    def reset(self, qpos, qvel, previous=None):
         """Start from (qpos (N, nq), qvel (N, nv)).
 
         Pass tensors with requires_grad to get gradients with respect to the initial state.
+        previous (N, HISTORY, nu): targets held before the start, newest first (None: the first
+        step's targets).
         """
         self.qpos, self.qvel = self.tensor(qpos), self.tensor(qvel)
+        self.previous = None if previous is None else self.tensor(previous)
         if not (torch.isfinite(self.qpos).all() and torch.isfinite(self.qvel).all()):
             raise ValueError('reset: qpos/qvel contain NaN or inf')
 
@@ -254,18 +265,29 @@ class TorchSim:
 
         params: dict of (N, nu) or (N,) tensors overriding the simulator's parameters.
         """
-        out = self.step_from(self.qpos, self.qvel, targets, params, tau_ff)
+        targets = self.tensor(targets).expand(self.sim.num_envs, max(self.sim.spec.nu, 1))
+        out = self.step_from(self.qpos, self.qvel, targets, params, tau_ff, self.previous)
         self.qpos, self.qvel = out.qpos, out.qvel
+        self.previous = shift_history(targets, self.previous)
         return out
 
-    def step_from(self, qpos, qvel, targets, params=None, tau_ff=None):
-        """Functional control step from an explicit state; returns a StepOutput."""
+    def step_from(self, qpos, qvel, targets, params=None, tau_ff=None, previous=None):
+        """Functional control step from an explicit state; returns a StepOutput.
+
+        previous (N, HISTORY, nu): the targets of the last control steps, newest first, seen by
+        the delayed drives (gradients reach them); None: this step's targets (held before it).
+        """
         sim = self.sim
         n, nu = sim.num_envs, max(sim.spec.nu, 1)
         targets = self.tensor(targets).expand(n, nu)
         if not torch.isfinite(targets).all():
             bad = (~torch.isfinite(targets)).any(1).nonzero().flatten().tolist()
             raise ValueError(f'step: joint targets are not finite in environments {bad}')
+        if previous is None:
+            previous = targets[:, None].expand(n, HISTORY, nu)
+        previous = self.tensor(previous).expand(n, HISTORY, nu)
+        if not torch.isfinite(previous).all():
+            raise ValueError('step: previous joint targets are not finite')
         tau_ff = torch.zeros(n, nu, dtype=self.dtype) if tau_ff is None else self.tensor(tau_ff)
         values = dict(self._param_views)  # copied into the step's own arrays when it runs
         for name, value in (params or {}).items():
@@ -274,7 +296,7 @@ class TorchSim:
                 raise ValueError(f'parameter {name!r} is not finite')
             values[name] = value
         q, v, foot_pos, foot_vel, force = ControlStep.apply(
-            sim, qpos, qvel, targets, tau_ff, *[values[name] for name in PARAMS]
+            sim, qpos, qvel, targets, previous, tau_ff, *[values[name] for name in PARAMS]
         )
         return StepOutput(q, v, foot_pos, foot_vel, force.mean(0))
 
@@ -284,5 +306,17 @@ class TorchSim:
         return bad | (self.qpos.abs() > 1.0e6).any(1) | (self.qvel.abs() > 1.0e6).any(1)
 
     def cut_gradients(self):
-        """Detach the held state: the next window's gradients stop here."""
+        """Detach the held state and targets: the next window's gradients stop here."""
         self.qpos, self.qvel = self.qpos.detach(), self.qvel.detach()
+        if self.previous is not None:
+            self.previous = self.previous.detach()
+
+
+def shift_history(targets, previous=None):
+    """(N, HISTORY, nu) history after a step with targets (N, nu): targets first, oldest dropped.
+
+    previous None: the history before was targets held (every slot targets).
+    """
+    if previous is None:
+        return targets[:, None].expand(-1, HISTORY, -1)
+    return torch.cat([targets[:, None], previous[:, :-1]], dim=1)
