@@ -21,7 +21,7 @@ def test_a_short_finetune_demo_swaps_learned_policies_in_and_measures_them(reque
     proc = subprocess.run(
         argv, env=ros_env(request.node.name), capture_output=True, text=True, timeout=420
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stdout[-9000:] + proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result['accepted_versions'], result  # at least one candidate came back and ran
     assert min(result['accepted_versions']) == 1

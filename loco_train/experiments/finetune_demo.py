@@ -294,6 +294,10 @@ def run(args):
     for r in rows:
         say(f'{r["policy"]:>10} {r["robot_minutes"]:9.1f} {r["tracking_error"]:12.3f} '
             f'{r["falls"]:5d}')  # fmt: skip
+    if code != 0:  # name the node that did not stop cleanly, and what it printed last
+        with open(os.path.join(out, 'launch.log'), errors='replace') as handle:
+            say('the stack did not stop cleanly; the end of launch.log:')
+            say(''.join(handle.readlines()[-40:]))
     say(json.dumps(result))
     return (0 if code == 0 else 1), result
 

@@ -31,6 +31,7 @@ from loco_policy import spec
 from loco_train.finetune.ingest import replay_fields
 from loco_train.policy.export import DeployedPolicy, export_policy
 from loco_train.policy.normalizer import EmpiricalNormalizer
+from loco_train.policy.onnx_template import OnnxTemplate
 from loco_train.sac.actor import SquashedGaussianActor
 from loco_train.sac.batch import Batch
 from loco_train.sac.replay_buffer import ReplayBuffer
@@ -232,6 +233,7 @@ class FineTuner:
         self.exports = 0
         self.frozen_until = 0  # updates before which the actor stays frozen
         self.last_metrics = {}
+        self.template = OnnxTemplate()  # candidates after the first swap weights, no re-trace
         self._apply_schedule()
 
     # -- construction ---------------------------------------------------------------------------
@@ -407,6 +409,10 @@ class FineTuner:
             copy.deepcopy(self.sac.normalizer).cpu(), copy.deepcopy(self.sac.actor).cpu()
         ).eval()
 
+    def prepare_export(self):
+        """Trace the candidates' ONNX graph now (seconds), so each export only swaps weights."""
+        self.template.model_for(self.deployed_policy())
+
     def snapshot(self):
         """Take the next candidate and count it: (version, parent_version, policy, provenance).
 
@@ -437,6 +443,7 @@ class FineTuner:
             0.0,
             self.parent.get('command_ranges'),
             extra_provenance=extra,
+            template=self.template,
         )
 
     def export(self, path):

@@ -231,6 +231,8 @@ class SacFinetune(Node):
 
     def _learn_loop(self):
         """Take queued transitions, run the owed updates, export and checkpoint on schedule."""
+        with self._torch_lock:  # trace the candidates' graph once, before data arrives
+            self.tuner.prepare_export()
         while not self._stop.is_set():
             with self._inbox_lock:
                 inbox, self._inbox = self._inbox, []
@@ -261,7 +263,7 @@ class SacFinetune(Node):
         self._exports.put(snapshot)
 
     def _export_loop(self):
-        """Exporter thread: write each queued candidate (seconds of ONNX tracing), announce it."""
+        """Exporter thread: write each queued candidate (the first one is traced), announce it."""
         while not self._stop.is_set():
             try:
                 snapshot = self._exports.get(timeout=0.1)
@@ -282,7 +284,7 @@ class SacFinetune(Node):
         path = os.path.join(self.policy_dir, f'sac_finetune_v{version:05d}.onnx')
         start = time.monotonic()
         try:
-            with self._torch_lock:  # learning waits while the exporter traces
+            with self._torch_lock:  # learning waits while the exporter traces or checks
                 self.tuner.write_candidate(snapshot, path)
             with open(path, 'rb') as handle:
                 blob = handle.read()
@@ -325,8 +327,8 @@ class SacFinetune(Node):
     def close(self):
         """Stop the learner, checkpoint, close the store (everything received is flushed)."""
         self._stop.set()
-        self._worker.join(timeout=2.0)  # within loco-launch's 5 s before SIGTERM
-        self._exporter.join(timeout=1.5)  # a candidate being traced may be cut off (skipped)
+        self._worker.join(timeout=1.5)  # all of close() within loco-launch's 5 s before SIGTERM
+        self._exporter.join(timeout=1.0)  # a candidate being written may be cut off (skipped)
         try:
             self.assembler.finish()
             rest = self.assembler.drain()

@@ -127,16 +127,24 @@ def to_onnx_model(policy):
 
 
 def export_policy(
-    policy, path, algorithm, iterations, mean_return, command_ranges=None, extra_provenance=None
+    policy,
+    path,
+    algorithm,
+    iterations,
+    mean_return,
+    command_ranges=None,
+    extra_provenance=None,
+    template=None,
 ):
     """Write policy (obs -> actions) to `path` as a ONNX file; return metadata.
 
     command_ranges: the training's {vx, vy, wz: [low, high]} for the contract (None: the spec's).
     extra_provenance: more provenance keys (e.g. a fine-tuned policy's parent and updates).
+    template: an OnnxTemplate that supplies the graph (weights swapped in) instead of a trace.
     """
     import onnx
 
-    model = to_onnx_model(policy)
+    model = to_onnx_model(policy) if template is None else template.model_for(policy)
     blob = model.SerializeToString()
     provenance = {
         'algorithm': str(algorithm),
