@@ -203,3 +203,35 @@ def test_stored_transitions_put_back_after_a_restart_end_their_segment():
     t['obs'][4, 0] = np.nan  # a dropped row ends the segment of the one before it
     tuner.add(t)
     assert bool(tuner.robot.truncated[30 + 3, 0])
+
+
+def test_candidates_after_the_first_swap_weights_into_the_traced_graph(tmp_path):
+    import onnxruntime
+
+    from loco_train.policy.export import DeployedPolicy
+    from loco_train.policy.normalizer import EmpiricalNormalizer
+    from loco_train.policy.onnx_template import OnnxTemplate
+    from loco_train.sac.actor import anymal_action_bounds, SquashedGaussianActor
+
+    torch.manual_seed(0)
+    b, c = anymal_action_bounds()
+
+    def policy(hidden):
+        actor = SquashedGaussianActor(spec.OBS_DIM, b, c, hidden=hidden, mean_init_std=0.3)
+        normalizer = EmpiricalNormalizer(spec.OBS_DIM)
+        normalizer.update(torch.randn(64, spec.OBS_DIM) * 3.0 + 1.0)  # mean, var off 0, 1
+        return DeployedPolicy(normalizer, actor).eval()
+
+    template, obs = OnnxTemplate(), np.random.default_rng(1).normal(size=(16, spec.OBS_DIM))
+    obs = obs.astype(np.float32)
+    for step, hidden in enumerate([(32, 32), (32, 32), (32, 32), (16, 16)]):
+        module = policy(hidden)  # new weights and statistics each time
+        model = template.model_for(module)
+        path = tmp_path / f'p{step}.onnx'
+        path.write_bytes(model.SerializeToString())
+        ours = onnxruntime.InferenceSession(str(path)).run(None, {'obs': obs})[0]
+        with torch.no_grad():
+            theirs = module(torch.from_numpy(obs)).numpy()
+        assert np.abs(ours - theirs).max() < 1e-5, step
+        # one trace for the three of one architecture, a second for the other architecture
+        assert template.traces == (1 if step < 3 else 2), (step, template.traces)
