@@ -51,3 +51,20 @@ def test_standing_policy_in_mujoco_stands_and_misses_every_moving_command(
     # standing still: tracking kernel of the mean squared command speed, no tilt, little motion
     assert 0.2 < terms['track_lin_vel_xy'] < 0.9 and terms['orientation'] < 0.01
     assert terms['lin_vel_z'] < 0.01 and terms['torques'] > 0.0
+
+
+def test_an_actuator_file_sets_the_drives_the_policy_is_evaluated_on(
+    standing_policy, tmp_path, capsys
+):
+    from ruamel.yaml import YAML
+
+    from loco_train.actuator.model import ActuatorParams, to_document
+
+    weak = ActuatorParams(kp_scale=0.15, kd_scale=0.5, delay=0.01)  # a drive too weak to stand
+    path = tmp_path / 'weak.yaml'
+    with open(path, 'w') as handle:
+        YAML(typ='safe').dump(to_document(weak, spec.KP, spec.KD), handle)
+    status = cli.main(['eval', str(standing_policy), '--seeds', '1', '--actuator', str(path)])
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary['perturbation']['actuator'] == str(path)
+    assert status == 1 and summary['falls'] == 1  # it stands on the ideal drive (test above)

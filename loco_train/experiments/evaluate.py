@@ -71,6 +71,8 @@ class EvalConfig:
     """Sliding friction coefficient (< 0: the description's)."""
     latency: float = 0.0
     """Seconds from a command to its use by the actuators."""
+    actuator: str = ''
+    """Actuator YAML (fit-actuator's layout) for the MuJoCo drives ('': the ideal PD drive)."""
 
 
 def schedule_command(t):
@@ -203,7 +205,12 @@ def evaluate(policy_path, config, plot_path=None, video=None):
 
     policy = OnnxPolicy(policy_path)
     perturbation = Perturbation(config.payload, config.friction, config.gain_scale, config.latency)
-    backend = make_backend(config.sim, perturbation)
+    actuator = None
+    if config.actuator:
+        from loco_train.actuator import model
+
+        actuator = model.read(config.actuator)
+    backend = make_backend(config.sim, perturbation, actuator=actuator)
     recorder = _open_video(video, policy_path, config) if video else None
     per_seed, falls, first, terms, video_summary = [], 0, None, [], None
     for seed in range(config.seeds):
@@ -240,6 +247,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
             'gain_scale': config.gain_scale,
             'friction': config.friction,
             'latency': config.latency,
+            'actuator': os.path.abspath(config.actuator) if config.actuator else None,
         },  # fmt: skip
         'falls': falls,
         'mean_lin_err': float(np.mean([s['lin_err'] for s in moving])) if moving else None,
@@ -273,6 +281,9 @@ def add_arguments(parser):
         '--friction', type=float, default=-1.0, help="sliding friction (< 0: the description's)"
     )
     parser.add_argument('--latency', type=float, default=0.0, help='s from command to actuators')
+    parser.add_argument(
+        '--actuator', default='', help='actuator model YAML for the drives (MuJoCo; fit-actuator)'
+    )
     parser.add_argument('--plot', default='', help='PNG of command vs measured (seed 0)')
     parser.add_argument('--video', default='', help='MP4 of the rollout (seed 0)')
     parser.add_argument('--video-fps', type=float, default=25.0, help='video frames per s')
@@ -297,7 +308,7 @@ def run(args):
             return 2
     config = EvalConfig(
         sim=args.sim, seeds=args.seeds, payload=args.payload, gain_scale=args.gain_scale,
-        friction=args.friction, latency=args.latency,
+        friction=args.friction, latency=args.latency, actuator=args.actuator,
     )  # fmt: skip
     try:
         summary = evaluate(args.policy, config, args.plot or None, video)
