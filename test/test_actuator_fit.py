@@ -1,5 +1,6 @@
 """loco-train fit-actuator: recovery of known parameters, and clear refusals of bad recordings."""
 
+from dataclasses import replace
 import shutil
 
 import numpy as np
@@ -8,7 +9,7 @@ from ruamel.yaml import YAML
 
 from loco_policy.tools.bag_writer import SplitBagWriter
 from loco_train import cli
-from loco_train.actuator import bag_reader, recovery, synthetic
+from loco_train.actuator import bag_reader, fit, fit_command, initial_state, recovery, synthetic
 from loco_train.actuator.excitation import Excitation, ExcitationConfig
 from loco_train.actuator.model import ActuatorParams
 
@@ -92,6 +93,56 @@ def test_too_little_excitation_names_the_unidentifiable_parameters(tmp_path, cap
     bag = synthetic.record(str(tmp_path / 'still'), still, ActuatorParams())
     error = fit_fails([bag], tmp_path, capsys)
     assert 'too little excitation' in error and 'LF_HAA' in error and 'armature' in error
+
+
+def test_a_standing_recording_is_refused(tmp_path, capsys):
+    schedule = Excitation(ExcitationConfig(duration=1.5))
+    bag = synthetic.record(str(tmp_path / 'standing'), schedule, ActuatorParams(),
+                           fixed_base=False)  # fmt: skip
+    error = fit_fails([bag], tmp_path, capsys)
+    assert 'not a hanging robot' in error and 'KFE' in error, error
+
+
+@pytest.fixture(scope='module')
+def noisy_problem(tmp_path_factory):
+    """A 1.5 s recording of known drives with sensor noise, as a fit problem, and the truth."""
+    truth = recovery.draw_truth(3)
+    root = tmp_path_factory.mktemp('noisy')
+    schedule = Excitation(ExcitationConfig(duration=1.5))
+    bag = synthetic.record(str(root / 'bag'), schedule, truth, noise=recovery.NOISE, seed=3)
+    _, model = fit.fit_model()
+    groups, _ = fit_command._sequences([bag], 0.25, model)
+    return fit.build_problem(groups, fit.weights_of(groups[0][3])), truth
+
+
+def test_leg_grouped_jacobian_equals_the_full_finite_differences(noisy_problem):
+    problem, truth = noisy_problem
+    params = fit.exact_parameter_dict(truth)
+    x = params.as_vector()
+    J = fit.jacobian(problem, params, x)
+    step = fit.fd_steps(params, x)
+    r0 = np.concatenate(problem.residual_fn(x, params)[0])
+    shifted = np.concatenate(problem.residual_fn(x[:, None] + np.diag(step), params)[0], axis=0)
+    full = (shifted - r0[:, None]) / step
+    assert J.shape == full.shape == (r0.size, 61)
+    np.testing.assert_allclose(J, full, rtol=0, atol=1e-6 * np.abs(full).max())
+
+
+def test_a_noisy_recorded_start_is_re_estimated_with_the_model(noisy_problem):
+    problem, truth = noisy_problem
+    noise = {'q': np.full(12, recovery.NOISE[0]), 'tau': np.full(12, recovery.NOISE[2])}
+    (sequence,) = problem.sequences
+    kick = sequence.qd0 + np.where(np.arange(12) % 2, 0.06, -0.06)  # rad/s, 3 sigma
+    groups = [(*problem.groups[0][:3], [replace(sequence, qd0=kick)])]
+
+    def window_rmse(groups):
+        ((q, _),) = fit.predict(fit.build_problem(groups, noise), truth)
+        keep = sequence.times < initial_state.WINDOW
+        return np.sqrt(np.mean((q[keep] - sequence.q[keep]) ** 2, axis=0)).max()
+
+    estimated = fit.estimate_starts(groups, truth, noise)
+    assert window_rmse(groups) > 3 * recovery.NOISE[0]  # the kicked start rings
+    assert window_rmse(estimated) < 1.3 * recovery.NOISE[0]  # the estimate's rollout: noise
 
 
 def test_a_truncated_mcap_is_refused(short_bag, tmp_path, capsys):

@@ -4,19 +4,27 @@ The model is the robot description with the base fixed and the actuator model
 (loco_train.actuator.mjcf); its commands are the recorded /joint_command put on the physics grid
 by zero-order hold (the drive holds a command until the next), the delay history initialised
 with the commands before each segment. The residual compares joint positions (MuJoCo state) and
-joint efforts (the joints' total actuator torque) with the recording at its own stamps, each
-joint's signal divided by its spread over the recording. Parameters, per joint: kp_scale,
-kd_scale (realised / commanded gain), armature (kg m^2), friction (N m), damping (N m s/rad); one
-delay (s). numpy and mujoco only.
+joint efforts (the joints' total actuator torque) with the recording at its own stamps, each of
+the 24 channels (12 positions, 12 efforts) divided by its noise. Parameters, per joint:
+kp_scale, kd_scale (realised / commanded gain), armature (kg m^2), friction (N m), damping
+(N m s/rad); one delay (s). numpy and mujoco only.
+
+Two passes: the first weighs each channel by its spread over the recording and starts each
+rollout from the recorded joint state; then each sequence's start is re-estimated with the model
+(loco_train.actuator.initial_state), each channel's noise is estimated as its residual RMS, and
+the second pass refits with the residuals divided by those noises (maximum likelihood under
+white Gaussian sensor noise). The 95 % intervals are the second pass's linearised ones (see
+``intervals``).
 """
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from loco_policy import spec
 from loco_train.actuator import bag_reader, mjcf
+from loco_train.actuator import initial_state as start_state
 from loco_train.actuator.model import ActuatorParams, MAX_DELAY
 
 FIELDS = ('kp_scale', 'kd_scale', 'armature', 'friction', 'damping')
@@ -33,6 +41,18 @@ BOUNDS = {
 
 START = ActuatorParams(armature=0.01, delay=0.005)
 """Where the fit starts: nominal gains, friction and damping; small armature and delay."""
+
+NOISE_FLOOR = {'q': 1e-6, 'tau': 1e-4}
+"""Smallest noise (rad, N m) a channel is credited with (a noise-free recording's residual is
+the simulator's round-off)."""
+
+BURN_IN = 0.5
+"""Start (s) of each sequence left out of the first noise estimate: the recorded start's error
+still rings there."""
+
+LEG = np.arange(spec.NUM_JOINTS) // 3
+"""(12,) leg of each joint (three joints per leg, robot order): with the base fixed, a joint's
+parameters move only its own leg's signals."""
 
 MIN_MOTION = 0.005
 """Smallest spread (rad, std) of a joint's commanded and measured positions for its parameters to
@@ -92,7 +112,7 @@ def prepare(segment, model, name):
 
 
 def initial_state(model, sequence):
-    """mjSTATE_FULLPHYSICS vector at t = 0: measured q, qd; history of the prior commands."""
+    """mjSTATE_FULLPHYSICS vector at t = 0: the sequence's q0, qd0; the prior commands' history."""
     import mujoco
 
     data = mujoco.MjData(model)
@@ -111,9 +131,9 @@ def initial_state(model, sequence):
 
 
 def params_from_vector(values):
-    """ActuatorParams from a sysid ParameterDict's values."""
-    return ActuatorParams(**{name: values[name].value.copy() for name in FIELDS},
-                          delay=float(values['delay'].value[0]))  # fmt: skip
+    """ActuatorParams from a sysid ParameterDict's values (rounding below a zero bound cut)."""
+    return ActuatorParams(**{name: np.maximum(values[name].value, 0.0) for name in FIELDS},
+                          delay=max(float(values['delay'].value[0]), 0.0))  # fmt: skip
 
 
 def parameter_dict(start=START):
@@ -130,6 +150,25 @@ def parameter_dict(start=START):
     return params.move_off_bounds()
 
 
+def exact_parameter_dict(params):
+    """The sysid ParameterDict holding exactly params (ActuatorParams)."""
+    values = parameter_dict(params)
+    for name in FIELDS:  # parameter_dict moves values off bounds: put them back exactly
+        values[name].value[:] = getattr(params, name)
+    values['delay'].value[:] = params.delay
+    return values
+
+
+def write_params(model, params, kp, kd, limit):
+    """Write params (ActuatorParams) into model at commanded gains kp, kd and limits (12,)."""
+    drives = mjcf.Drives(model)
+    drives.set_params(params, kp, kd)
+    drives.set_gains(
+        params.kp_scale * kp, params.kd_scale * kd, np.minimum(limit, spec.TORQUE_LIMIT)
+    )
+    return model
+
+
 class ModelBuilder:
     """sysid build_model: a copy of one compiled model per spec with the candidate written in."""
 
@@ -144,20 +183,14 @@ class ModelBuilder:
     def __call__(self, params, model_spec):
         """The model for the parameters in params (a sysid ParameterDict)."""
         base, kp, kd, limit = self.base[id(model_spec)]
-        model = copy.copy(base)
-        values = params_from_vector(params)
-        drives = mjcf.Drives(model)
-        drives.set_params(values, kp, kd)
-        drives.set_gains(
-            values.kp_scale * kp, values.kd_scale * kd, np.minimum(limit, spec.TORQUE_LIMIT)
-        )
-        return model
+        return write_params(copy.copy(base), params_from_vector(params), kp, kd, limit)
 
 
 def make_residual(weights):
     """Sysid modify_residual comparing q (state) and tau (sensors) at the measured stamps.
 
-    weights: {'q': (12,), 'tau': (12,)} divisors (rad, N m) of the joints' signals.
+    weights: {'q': (12,), 'tau': (12,)} divisors (rad, N m) of the joints' signals. The residual
+    of a sequence is (N, 24): per stamp the 12 positions, then the 12 efforts.
     """
     from mujoco import sysid
 
@@ -168,10 +201,9 @@ def make_residual(weights):
         tau_pred = pred_sensordata.data[:, spec.NUM_JOINTS : 2 * spec.NUM_JOINTS]
         t_meas = measured_sensordata.times
         predicted = np.concatenate([q_pred, tau_pred], axis=1)
-        at = np.stack([np.interp(t_meas, times, predicted[:, i])
-                       for i in range(predicted.shape[1])], axis=1)  # fmt: skip
+        at = start_state.interpolate(times, predicted[None], t_meas)[0]
         scale = np.concatenate([weights['q'], weights['tau']])
-        res = (at - measured_sensordata.data) / scale / np.sqrt(len(t_meas))
+        res = (at - measured_sensordata.data) / scale
         pred_ts = sysid.TimeSeries(t_meas, at, measured_sensordata.signal_mapping)
         return res, pred_ts, measured_sensordata
 
@@ -191,11 +223,14 @@ def measured_names():
 class Problem:
     """The sysid objects of one fit."""
 
+    groups: list
+    """[(kp, kd, limit (12,), [Sequence])] the problem was built from."""
     sequences: list
     models_sequences: list
     residual_fn: object
     builder: ModelBuilder
     weights: dict
+    """{'q': (12,) rad, 'tau': (12,) N m} divisors of the residual's channels."""
 
 
 def build_problem(sequences_by_gain, weights):
@@ -225,7 +260,7 @@ def build_problem(sequences_by_gain, weights):
         models_sequences=models_sequences, build_model=builder,
         modify_residual=make_residual(weights), resample_true=False,
     )  # fmt: skip
-    return Problem(flat, models_sequences, residual_fn, builder, weights)
+    return Problem(sequences_by_gain, flat, models_sequences, residual_fn, builder, weights)
 
 
 def weights_of(sequences):
@@ -250,17 +285,108 @@ def check_excitation(sequences):
         )
 
 
-def jacobian(problem, params, x):
-    """(residuals, J (n_res, n_params)) by central... forward differences at x, physical units."""
+def predict(problem, params):
+    """[(q (N, 12), tau (N, 12))] predicted at each sequence's stamps under params."""
+    values = exact_parameter_dict(params)
+    _, preds, _ = problem.residual_fn(values.as_vector(), values, return_pred_all=True)
+    return [(p[0].data[:, :12], p[0].data[:, 12:]) for p in preds]
+
+
+def simulate(problem, params, sequence_index):
+    """Predicted (q (N, 12), tau (N, 12)) of one sequence at its measured stamps under params."""
+    return predict(problem, params)[sequence_index]
+
+
+def noise_of(problem, params, burn_in=0.0):
+    """{'q': (12,) rad, 'tau': (12,) N m} residual RMS per channel under params, after burn_in s.
+
+    On a recording the model explains, the sensors' noise.
+    """
+    q, tau = [], []
+    for seq, (q_pred, tau_pred) in zip(problem.sequences, predict(problem, params)):
+        keep = seq.times >= min(burn_in, 0.5 * seq.times[-1])
+        q.append(q_pred[keep] - seq.q[keep])
+        tau.append(tau_pred[keep] - seq.tau[keep])
+    rms = lambda e: np.sqrt(np.mean(np.concatenate(e) ** 2, axis=0))  # noqa: E731
+    return {'q': np.maximum(rms(q), NOISE_FLOOR['q']),
+            'tau': np.maximum(rms(tau), NOISE_FLOOR['tau'])}  # fmt: skip
+
+
+def estimate_starts(groups, params, weights):
+    """The groups [(kp, kd, limit, [Sequence])] with each start q0, qd0 estimated under params.
+
+    weights: the channels' noise (rad, N m), as for make_residual (initial_state.estimate).
+    """
+    import mujoco
+
+    scale = np.concatenate([weights['q'], weights['tau']])
+    out = []
+    for kp, kd, limit, sequences in groups:
+        _, model = fit_model()
+        write_params(model, params, kp, kd, limit)
+        datas = [mujoco.MjData(model) for _ in range(2)]
+        estimated = []
+        for seq in sequences:
+            q0, qd0 = start_state.estimate(model, initial_state(model, seq), seq.ctrl, seq.times,
+                                           np.concatenate([seq.q, seq.tau], axis=1), scale,
+                                           datas=datas)  # fmt: skip
+            estimated.append(replace(seq, q0=q0, qd0=qd0))
+        out.append((kp, kd, limit, estimated))
+    return out
+
+
+def residual_legs(problem):
+    """(n_res,) leg of each residual row (the rows are stamp-major, 24 channels each)."""
+    channel_leg = np.concatenate([LEG, LEG])
+    return np.concatenate([np.tile(channel_leg, len(s.times)) for s in problem.sequences])
+
+
+def fd_steps(params, x):
+    """(n,) forward-difference steps of the parameter vector x (backward at the upper bound)."""
     lo, hi = params.get_bounds()
     step = 1e-6 * np.maximum(np.abs(x), 1e-2 * (hi - lo))
-    step = np.where(x + step > hi, -step, step)
-    columns = x[:, None] + np.diag(step)
-    residuals, _, _ = problem.residual_fn(x, params)
-    r0 = np.concatenate(residuals)
-    shifted, _, _ = problem.residual_fn(columns, params)
-    shifted = np.concatenate(shifted, axis=0)
-    return [r0], (shifted - r0[:, None]) / step[None, :]
+    return np.where(x + step > hi, -step, step)
+
+
+def jacobian(problem, params, x, r0=None):
+    """J (n_res, n_params) at x by forward differences, the four legs perturbed together.
+
+    With the base fixed a joint's parameters move only its own leg's residuals, so one rollout
+    perturbs a field of the same joint of every leg (16 rollouts instead of 61). r0: the
+    residual at x (computed when None).
+    """
+    n = x.size
+    if r0 is None:
+        r0 = np.concatenate(problem.residual_fn(x, params)[0])
+    r0 = np.ravel(r0)
+    legs = residual_legs(problem)
+    if legs.size != r0.size:
+        raise RuntimeError(f'residual has {r0.size} rows, the sequences give {legs.size}')
+    step = fd_steps(params, x)
+    per_joint = len(FIELDS) * spec.NUM_JOINTS  # the delay is the last entry
+    groups = [[f * 12 + leg * 3 + i for leg in range(4)] for f in range(len(FIELDS))
+              for i in range(3)] + [[per_joint]]  # fmt: skip
+    columns = np.repeat(x[:, None], len(groups), axis=1)
+    for g, members in enumerate(groups):
+        columns[members, g] += step[members]
+    shifted = np.concatenate(problem.residual_fn(columns, params)[0], axis=0)
+    J = np.zeros((r0.size, n))
+    for g, members in enumerate(groups):
+        diff = shifted[:, g] - r0
+        if len(members) == 1:
+            J[:, members[0]] = diff / step[members[0]]
+            continue
+        for member in members:
+            rows = legs == LEG[member % 12]
+            J[rows, member] = diff[rows] / step[member]
+    return J
+
+
+def intervals_of(r, J, alpha=0.05):
+    """(n_params,) half widths of the (1 - alpha) intervals (mujoco.sysid's linearised ones)."""
+    from mujoco import sysid
+
+    return sysid.calculate_intervals([r], J, alpha=alpha)[1]
 
 
 @dataclass
@@ -276,21 +402,41 @@ class FitResult:
     """sysid ParameterDict at the optimum."""
     opt_result: object
     cost: float
-    """Final sum of squared (weighted) residuals."""
+    """Final sum of squared (noise-weighted) residuals."""
+    problem: Problem
+    """The second pass's problem (estimated starts, noise weights)."""
+    noise: dict
+    """{'q': (12,) rad, 'tau': (12,) N m} estimated sensor noise per channel."""
 
 
-def fit(problem, max_iters=30, verbose=False):
-    """Run the least squares; FitError when a parameter stays unidentifiable."""
+def _optimize(problem, initial, max_iters):
+    """Sysid least squares of problem from initial with the leg-grouped Jacobian."""
     from mujoco import sysid
 
+    scratch = initial.copy()  # the residual function writes the candidates into it
+
+    def jac(x, r):
+        return jacobian(problem, scratch, np.ravel(x), r)
+
+    return sysid.optimize(initial_params=initial, residual_fn=problem.residual_fn,
+                          optimizer='mujoco', verbose=False, max_iters=max_iters,
+                          x_scale='jac', jacobian=jac)  # fmt: skip
+
+
+def fit(problem, max_iters=30, refine_iters=10):
+    """Run the two passes; FitError when a parameter stays unidentifiable."""
     initial = parameter_dict()
-    fitted, opt_result = sysid.optimize(initial_params=initial, residual_fn=problem.residual_fn,
-                                        optimizer='mujoco', verbose=False, max_iters=max_iters,
-                                        x_scale='jac')  # fmt: skip
+    first, _ = _optimize(problem, initial, max_iters)
+    rough = params_from_vector(first)
+    groups = estimate_starts(problem.groups, rough, noise_of(problem, rough, BURN_IN))
+    noise = noise_of(build_problem(groups, problem.weights), rough)
+    problem = build_problem(groups, noise)
+    fitted, opt_result = _optimize(problem, first.copy(), refine_iters)
     x = fitted.as_vector()
-    residuals, J = jacobian(problem, fitted, x)
+    r = np.concatenate(problem.residual_fn(x, fitted)[0])
+    J = jacobian(problem, fitted, x, r)
     opt_result.jac = J
-    _, half = sysid.calculate_intervals(residuals, J)
+    half = intervals_of(r, J)
     values = params_from_vector(fitted)
     lo, hi = fitted.get_bounds()
     bad = []
@@ -309,18 +455,5 @@ def fit(problem, max_iters=30, verbose=False):
         intervals[name] = np.stack([value - w, value + w], axis=1)
         offset += 12
     intervals['delay'] = np.array([values.delay - half[-1], values.delay + half[-1]])
-    r = np.concatenate(residuals)
-    return FitResult(values, intervals, initial, fitted, opt_result, float(r @ r))
-
-
-def simulate(problem, params, sequence_index):
-    """Predicted (q (N, 12), tau (N, 12)) of one sequence at its measured stamps under params."""
-    sysid_params = parameter_dict(params)
-    for name in FIELDS:  # parameter_dict moves values off bounds: put them back exactly
-        sysid_params[name].value[:] = getattr(params, name)
-    sysid_params['delay'].value[:] = params.delay
-    _, preds, _ = problem.residual_fn(sysid_params.as_vector(), sysid_params,
-                                      return_pred_all=True)  # fmt: skip
-    flat = [p[0] for p in preds]
-    at = flat[sequence_index].data
-    return at[:, :12], at[:, 12:]
+    return FitResult(values, intervals, initial, fitted, opt_result, float(r @ r), problem,
+                     noise)  # fmt: skip

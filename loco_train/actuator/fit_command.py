@@ -67,16 +67,23 @@ def _sequences(paths, held_out, model):
     return fit_groups, held_groups
 
 
-def _held_out(problem, params, nominal):
-    """Per-joint RMSE of q (rad) and tau (N m) on the held-out sequences, fitted and nominal."""
+def _held_out(groups, params, nominal, noise):
+    """Per-joint RMSE of q (rad) and tau (N m) on the held-out sequences, fitted and nominal.
+
+    Each held-out sequence starts from the joint state estimated on its first
+    initial_state.WINDOW s under the parameters being judged (the recorded one carries the
+    sensors' noise); the RMSEs are over the whole sequence.
+    """
     from loco_train.actuator import fit
     from loco_train.actuator.report import rmse
 
-    measured_q = np.concatenate([s.q for s in problem.sequences])
-    measured_tau = np.concatenate([s.tau for s in problem.sequences])
+    sequences = [s for group in groups for s in group[3]]
+    measured_q = np.concatenate([s.q for s in sequences])
+    measured_tau = np.concatenate([s.tau for s in sequences])
     predictions = {}
     for label, values in (('fitted', params), ('nominal', nominal)):
-        runs = [fit.simulate(problem, values, i) for i in range(len(problem.sequences))]
+        problem = fit.build_problem(fit.estimate_starts(groups, values, noise), noise)
+        runs = fit.predict(problem, values)
         predictions[label] = (np.concatenate([r[0] for r in runs]),
                               np.concatenate([r[1] for r in runs]))  # fmt: skip
     table = {}
@@ -109,7 +116,7 @@ def run(args):
     import mujoco
 
     from loco_policy.tools.bag_writer import write_text_atomic
-    from loco_train.actuator import bag_reader, fit
+    from loco_train.actuator import bag_reader, fit, hanging
     from loco_train.actuator import model as actuator_model
     from loco_train.actuator.report import held_out_figure, sysid_report
 
@@ -122,12 +129,13 @@ def run(args):
         _, model = fit.fit_model()
         fit_groups, held_groups = _sequences(args.bags, args.held_out, model)
         sequences = [s for group in fit_groups for s in group[3]]
+        hanging.check([s.segment for group in fit_groups + held_groups for s in group[3]])
         fit.check_excitation(sequences)
         problem = fit.build_problem(fit_groups, fit.weights_of(sequences))
         result = fit.fit(problem, max_iters=args.max_iters)
-        held_problem = fit.build_problem(held_groups, problem.weights)
         nominal = actuator_model.ActuatorParams()
-        table, measured, predictions = _held_out(held_problem, result.params, nominal)
+        table, measured, predictions = _held_out(held_groups, result.params, nominal,
+                                                 result.noise)  # fmt: skip
         digests = [{'path': os.path.abspath(p), 'sha256': bag_reader.sha256(p)} for p in args.bags]
     except (bag_reader.BagError, fit.FitError) as error:
         print(f'fit-actuator: {error}; nothing written', file=sys.stderr)
@@ -143,6 +151,10 @@ def run(args):
     document['held_out'] = table
     document['fit'] = {
         'cost': result.cost, 'segments': len(sequences),
+        'residuals': int(sum(24 * len(s.times) for s in result.problem.sequences)),
+        'noise': {name: {'position': float(result.noise['q'][j]),
+                         'effort': float(result.noise['tau'][j])}
+                  for j, name in enumerate(spec.JOINT_NAMES)},
         'held_out_fraction': args.held_out,
         'mean_sum_squared_position_error': float(
             np.mean(np.sum((predictions['fitted'][0] - measured[0]) ** 2, axis=1))
@@ -151,8 +163,8 @@ def run(args):
     document['mujoco_version'] = mujoco.__version__
     if args.report:
         os.makedirs(args.report, exist_ok=True)
-        sysid_report(args.report, problem, result)
-        times = np.concatenate([s.times for s in held_problem.sequences])
+        sysid_report(args.report, result.problem, result)
+        times = np.concatenate([s.times for group in held_groups for s in group[3]])
         times = np.arange(len(times)) * (times[1] - times[0]) if len(times) > 1 else times
         held_out_figure(os.path.join(args.report, 'held_out.png'), times, measured,
                         predictions['fitted'], predictions['nominal'])  # fmt: skip

@@ -1,6 +1,7 @@
 """A synthetic identification run, written as a rosbag2 MCAP like the recorder's (ROS-free).
 
-The MuJoCo backend with known actuator parameters, hanging, driven by the excitation schedule:
+The MuJoCo backend with known actuator parameters, hanging (or, fixed_base False, standing on
+the floor: a recording the fit must refuse), driven by the excitation schedule:
 /joint_command at the excitation rate and /joint_states after every physics step, stamped with
 the simulated time (s) plus ``origin``; the backend uses the latest command at each step's start.
 """
@@ -30,15 +31,18 @@ def _joint_state(typestore, stamp, names, position, velocity, effort, frame=''):
     return typestore.serialize_cdr(msg, STATE_TYPE)
 
 
-def record(path, schedule, truth, rate=400.0, origin=100.0, noise=None, seed=0, lead_in=0.1):
+def record(path, schedule, truth, rate=400.0, origin=100.0, noise=None, seed=0, lead_in=0.1,
+           fixed_base=True):  # fmt: skip
     """Simulate schedule (an Excitation) on the hanging robot with truth (ActuatorParams).
 
     The recording starts lead_in s before the schedule (its commands hold the default pose: the
     delay history of the fit's first segment is then known).
-    noise: optional (q rad, tau N m) standard deviations added to the recorded joint states.
+    noise: optional (q rad, qd rad/s, tau N m) standard deviations of white noise added to the
+    recorded joint positions, velocities and efforts (the simulation itself runs noise-free).
+    fixed_base False: the robot stands on the floor instead.
     Returns the bag directory (one split).
     """
-    backend = make_backend('mujoco', actuator=truth, fixed_base=True)
+    backend = make_backend('mujoco', actuator=truth, fixed_base=fixed_base)
     writer = SplitBagWriter(path, split_size=0, split_duration=0, flush_period=0, fsync=False)
     writer.add_topic('/joint_states', STATE_TYPE)
     writer.add_topic('/joint_command', STATE_TYPE)
@@ -60,12 +64,13 @@ def record(path, schedule, truth, rate=400.0, origin=100.0, noise=None, seed=0, 
             next_command += period
         backend.step(command)
         state = backend.state()
-        q, tau = state.q, state.tau
+        q, qd, tau = state.q, state.qd, state.tau
         if noise is not None:
             q = q + rng.normal(0.0, noise[0], q.shape)
-            tau = tau + rng.normal(0.0, noise[1], tau.shape)
+            qd = qd + rng.normal(0.0, noise[1], qd.shape)
+            tau = tau + rng.normal(0.0, noise[2], tau.shape)
         stamp = origin + (k + 1) * backend.dt
-        payload = _joint_state(typestore, stamp, spec.JOINT_NAMES, q, state.qd, tau)
+        payload = _joint_state(typestore, stamp, spec.JOINT_NAMES, q, qd, tau)
         writer.write('/joint_states', int(round(stamp * 1e9)), payload)
     writer.close()
     return writer.closed_splits[-1] if writer.closed_splits else writer.path

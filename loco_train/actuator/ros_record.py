@@ -1,0 +1,95 @@
+"""An identification run over ROS: sim_robot hanging with known drives, excitation, recorder.
+
+Three processes over real DDS, as on the robot: sim_robot (MuJoCo backend, ``fixed_base:=true``,
+``actuator_file`` = the truth written as an actuator YAML), the excitation node
+(``identification_mode:=true``) and the recorder on /joint_command and /joint_states. This
+process starts them and waits (no rclpy here); ``env`` carries the ROS environment (domain id,
+discovery range). sim_robot stamps its states with the wall clock when it publishes, after
+stepping physics up to that time with the latest command (a real-time node, not the synthetic
+recording's exact clock): the fit sees that timing as it would a robot's.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+from loco_policy import spec
+
+
+def write_truth(path, truth):
+    """Write truth (ActuatorParams) as an actuator YAML at the spec's commanded gains."""
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+
+    from loco_train.actuator import model
+
+    yaml = YAML(typ='safe')
+    yaml.default_flow_style = False
+    text = StringIO()
+    yaml.dump({'robot': 'anymal_c', **model.to_document(truth, spec.KP, spec.KD)}, text)
+    with open(path, 'w') as stream:
+        stream.write(text.getvalue())
+    return path
+
+
+def _start(module, params, env, log_path):
+    """Start `python -m loco_policy.nodes.<module> --ros-args -p ...` in its own session."""
+    argv = [sys.executable, '-m', f'loco_policy.nodes.{module}', '--ros-args']
+    for param in params:
+        argv += ['-p', param]
+    log = open(log_path, 'wb')
+    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
+
+
+def _stop(proc, timeout=5.0):
+    """SIGINT a process, SIGKILL it after timeout s; return its exit code."""
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+    return proc.returncode
+
+
+def record(directory, truth, duration=20.0, env=None, seed=0, lead_in=0.5, hold_after=0.3):
+    """Record an excitation of duration s on sim_robot with truth; return the bag root.
+
+    directory receives truth.yaml, the bag and the three logs. Raises RuntimeError with the
+    excitation log's tail when the run does not finish.
+    """
+    os.makedirs(directory, exist_ok=True)
+    env = dict(os.environ if env is None else env, PYTHONUNBUFFERED='1')
+    truth_file = write_truth(os.path.join(directory, 'truth.yaml'), truth)
+    bag = os.path.join(directory, 'bag')
+    logs = {name: os.path.join(directory, f'{name}.log') for name in ('sim', 'rec', 'exc')}
+    sim = _start('sim_robot', ['fixed_base:=true', 'publish_description:=false',
+                               f'actuator_file:={truth_file}'], env, logs['sim'])  # fmt: skip
+    recorder = _start('recorder', [f'output:={bag}', "topics:=['/joint_command', '/joint_states']",
+                                   'flush_period:=0.2'], env, logs['rec'])  # fmt: skip
+    excitation = _start(
+        'excitation',
+        ['identification_mode:=true', f'duration:={float(duration)}', f'seed:={int(seed)}',
+         f'lead_in:={float(lead_in)}', f'hold_after:={float(hold_after)}',
+         'wait_for_subscribers:=2'],
+        env, logs['exc'],
+    )  # fmt: skip
+    try:
+        code = excitation.wait(duration + lead_in + hold_after + 60.0)
+        time.sleep(0.5)  # the last messages reach the recorder
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        _stop(excitation)
+        _stop(recorder)
+        _stop(sim)
+    if code != 0 or not os.path.isdir(bag):
+        tail = open(logs['exc']).read()[-2000:]
+        raise RuntimeError(f'the excitation run did not finish (exit {code}): {tail}')
+    return bag
