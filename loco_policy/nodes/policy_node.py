@@ -69,6 +69,15 @@ def load_policy(path, allow_untrained=False):
     return policy, ''
 
 
+def actuator_line(provenance):
+    """The log line naming the actuator model a policy was trained on, or None if it names none."""
+    digest = provenance.get('actuator_sha256')
+    if not digest:
+        return None
+    name = provenance.get('actuator_file', '?')
+    return f'policy trained on the fitted actuator model {name}, sha256 {digest}'
+
+
 class PolicyNode(Node):
     """Wires topics, services and the control timer to a Controller."""
 
@@ -154,6 +163,9 @@ class PolicyNode(Node):
             self.get_logger().warning(f'policy: {reason}')
         else:
             self.get_logger().info(f'policy loaded: {json.dumps(policy.describe())}')
+            line = actuator_line(policy.contract.provenance)
+            if line:
+                self.get_logger().info(line)
         self.controller = Controller(config, policy, reason)
         limits = SwapLimits(
             float(p['max_action_deviation']),

@@ -2,9 +2,10 @@
 
 
 def env_overrides(args):
-    """make_env keyword options from the trainers' --reward and --command strings (set ones)."""
+    """make_env keyword options from the trainers' --reward, --command, --actuator (set ones)."""
     pairs = (
         ('reward_overrides', getattr(args, 'reward', None)),
         ('command_overrides', getattr(args, 'command', None)),
+        ('actuator', getattr(args, 'actuator', None)),  # --actuator FILE.yaml
     )
     return {name: value for name, value in pairs if value}

@@ -1,7 +1,8 @@
 """ANYmal C flat-ground velocity tracking on the Warp simulator, as a batched torch VecEnv.
 
 obs (N, 48) is the spec's observation; actions (N, 12) are bounded by the joint range around the
-default pose (q* = q_default + ACTION_SCALE a, held over the control step's substeps). Episodes
+default pose (q* = q_default + ACTION_SCALE a, held over the control step's substeps; a drive
+with a command delay still sees the previous steps' targets for part of the step). Episodes
 terminate on a low or touching base, truncate at 20 s (extras['time_outs'], with the pre-reset
 observation in extras['final_obs']). Rewards are RewardConfig's named terms. Implements the
 interface of loco_train.envs.vec_env (SAC, SHAC) and, wrapped by rsl_rl_env, rsl-rl-lib's VecEnv.
@@ -14,7 +15,7 @@ import numpy as np
 import torch
 
 from loco_policy import description, spec
-from loco_train.envs import adjoint_clip, randomization
+from loco_train.envs import actuator_fit, adjoint_clip, randomization
 from loco_train.envs.commands import CommandConfig, CommandSampler
 from loco_train.envs.commands import parse_overrides as parse_command_overrides
 from loco_train.envs.observations import (
@@ -69,6 +70,10 @@ class AnymalEnvConfig:
     """Reward weights."""
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     """Domain randomisation (on by default)."""
+    actuator_file: str = ''
+    """Fitted actuator model YAML (loco-train fit-actuator): the drives are set to it and
+    randomised around it (randomization's actuator_* widths); '' keeps the spec's PD drives
+    (the description's damping, no joint friction, no delay)."""
 
 
 class AnymalEnv:
@@ -79,6 +84,7 @@ class AnymalEnv:
     def __init__(self, num_envs=64, config=None, device='cpu', seed=0):
         """Build the simulator for num_envs environments and reset them all."""
         from loco_train.sim import SimConfig, Simulator
+        from loco_train.sim.actuator import HISTORY
         from loco_train.sim.torch_bridge import TorchSim
 
         self.cfg = config or AnymalEnvConfig()
@@ -103,8 +109,15 @@ class AnymalEnv:
         )
         self.sim = Simulator(model, self.num_envs, sim_config)
         self.torch_sim = TorchSim(self.sim)
+        self.actuator = None
+        """The ActuatorFit the drives follow, or None."""
+        if self.cfg.actuator_file:
+            self.actuator = actuator_fit.read_fit(self.cfg.actuator_file)
+        self.provenance = self.actuator.provenance() if self.actuator else {}
+        """Keys the exported policy's provenance records (the actuator file's sha256)."""
         self.adjoint_stats = adjoint_clip.AdjointStats()  # read by SHAC after each backward
         self.dt = self.sim.config.control_dt
+        self.max_delay = HISTORY * self.dt  # s: the longest command delay the drives hold
         self.max_episode_length = int(round(self.cfg.episode_s / self.dt))
         names = self.sim.shape_names
         self.base_shapes = [i for i, n in enumerate(names) if n.startswith(spec.BASE_BODY)]
@@ -140,6 +153,8 @@ class AnymalEnv:
         )
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self.last_action = torch.zeros(self.num_envs, spec.ACTION_DIM, device=self.device)
+        self.target_history = self.default.repeat(self.num_envs, HISTORY, 1)
+        """(N, HISTORY, 12) joint targets of the last control steps, newest first (rad)."""
         self.qpos, self.qvel = self._state()  # (N, 19), (N, 18): the state, torch-held
         self.obs = None
         self.reset()
@@ -210,8 +225,9 @@ class AnymalEnv:
         self.qpos = torch.where(mask[:, None], fresh_q, self.qpos)
         self.qvel = torch.where(mask[:, None], fresh_v, self.qvel)
         params = randomization.sample_params(
-            self.population, self.cfg.randomization, self.event_generator
-        )
+            self.population, self.cfg.randomization, self.event_generator, self.actuator,
+            self.max_delay,
+        )  # fmt: skip
         current = {k: self.sim.params[k].numpy().astype(np.float64) for k in params}
         for key, value in params.items():
             current[key][ids_np] = value[self.rows][ids_np]
@@ -224,6 +240,10 @@ class AnymalEnv:
         self.episode_length_buf[ids] = 0
         self.last_action = torch.where(
             mask[:, None], torch.zeros_like(self.last_action), self.last_action
+        )
+        # before an episode the drives held the default pose (the zero action's targets)
+        self.target_history = torch.where(
+            mask[:, None, None], self.default.expand_as(self.target_history), self.target_history
         )
 
     # -- VecEnv -------------------------------------------------------------------------------
@@ -313,8 +333,10 @@ class AnymalEnv:
 
         Both (N, nc, 3), m and m/s, world frame.
         """
-        if self.cfg.differentiable:
-            out = self.torch_sim.step_from(self.qpos, self.qvel, targets)
+        previous = self.target_history  # the delayed drives still see these
+        self.target_history = torch.cat([targets[:, None], previous[:, :-1]], dim=1)
+        if self.cfg.differentiable:  # gradients reach this step's and the previous actions
+            out = self.torch_sim.step_from(self.qpos, self.qvel, targets, previous=previous)
             clip, stats = self.cfg.adjoint_clip, self.adjoint_stats
             self.qpos = adjoint_clip.attach(out.qpos, clip, stats)
             self.qvel = adjoint_clip.attach(out.qvel, clip, stats)
@@ -322,7 +344,7 @@ class AnymalEnv:
             return out.foot_pos, out.foot_vel
         with torch.no_grad():
             self.sim.set_state(self._finite(self.qpos), self._finite(self.qvel))
-            self.sim.step(targets.cpu().numpy())
+            self.sim.step(targets.cpu().numpy(), previous=previous.cpu().numpy())
             self.qpos, self.qvel = self._state()
             feet = self.sim.foot_positions(), self.sim.foot_velocities()
             return tuple(self._tensor(f) for f in feet)
@@ -337,6 +359,7 @@ class AnymalEnv:
         """Cut the gradient history of the held state (SHAC's window boundary)."""
         self.qpos, self.qvel = self.qpos.detach(), self.qvel.detach()
         self.last_action = self.last_action.detach()
+        self.target_history = self.target_history.detach()
 
     def _push(self):
         """Kick the planar base velocity of randomly chosen environments."""
@@ -362,6 +385,9 @@ def make_vec_env(num_envs, device='cpu', seed=0, **overrides):
     weights = overrides.pop('reward_overrides', None)
     if weights:  # NAME=VALUE strings from the trainers' --reward options
         overrides['rewards'] = RewardConfig(**parse_overrides(weights))
+    actuator = overrides.pop('actuator', None)
+    if actuator:  # the trainers' --actuator FILE.yaml
+        overrides['actuator_file'] = actuator
     commands = overrides.pop('command_overrides', None)
     if commands:  # NAME=VALUE strings from the trainers' --command options
         overrides['commands'] = CommandConfig(**parse_command_overrides(commands))

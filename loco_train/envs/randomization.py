@@ -1,4 +1,8 @@
-"""Domain randomisation of the velocity task: sensor noise, mass, friction, pushes, PD gains."""
+"""Domain randomisation of the velocity task: sensor noise, mass, friction, pushes, PD gains.
+
+With a fitted actuator model (loco_train.envs.actuator_fit) the drives' gains, armature, joint
+friction, damping and delay are drawn around the fit instead of the PD gains around the spec's.
+"""
 
 from dataclasses import dataclass
 
@@ -36,6 +40,19 @@ class RandomizationConfig:
     """Mean seconds between base-velocity kicks of an environment (0: no pushes)."""
     push_velocity: float = 0.5
     """Half-width (m/s) of the uniform planar velocity kick."""
+    actuator_kp_width: float = 0.1
+    """With a fitted actuator model: least relative half-width of kp around the fit (the 95 %
+    interval's half-width where wider); it replaces kp_scale."""
+    actuator_kd_width: float = 0.1
+    """... of kd (replaces kd_scale)."""
+    actuator_armature_width: float = 0.2
+    """... of the armature."""
+    actuator_friction_width: float = 0.2
+    """... of the joint Coulomb friction."""
+    actuator_damping_width: float = 0.2
+    """... of the joint viscous damping."""
+    actuator_delay_width: float = 0.002
+    """... least half-width (s, absolute) of the command delay."""
 
 
 def _uniform(generator, low, high, shape):
@@ -44,9 +61,16 @@ def _uniform(generator, low, high, shape):
     return low + (high - low) * u
 
 
-def sample_params(num_envs, config, generator=None):
-    """Per-env simulator parameters kp, kd (N, 12), mass_offset, mu (N,) as numpy arrays."""
+def sample_params(num_envs, config, generator=None, actuator=None, max_delay=0.04):
+    """Per-env simulator parameters kp, kd (N, 12), mass_offset, mu (N,) as numpy arrays.
+
+    actuator: an ActuatorFit (actuator_fit.py) or None. With one, also armature, friction,
+    damping (N, 12) and delay (N,), all drawn around the fit (its values when disabled);
+    max_delay: the longest delay the simulator holds (s).
+    """
     n, j = num_envs, spec.NUM_JOINTS
+    if actuator is not None:
+        return _sample_actuator(n, config, generator, actuator, max_delay)
     if not config.enabled:
         return {
             'kp': np.tile(spec.KP, (n, 1)),
@@ -59,6 +83,31 @@ def sample_params(num_envs, config, generator=None):
         'kd': spec.KD * _uniform(generator, *config.kd_scale, (n, j)),
         'mass_offset': _uniform(generator, *config.mass_offset, (n,)),
         'mu': _uniform(generator, *config.friction, (n,)),
+    }
+
+
+def _sample_actuator(n, config, generator, actuator, max_delay):
+    """sample_params with a fitted actuator model: the drives around the fit."""
+    from loco_train.envs import actuator_fit
+
+    j = spec.NUM_JOINTS
+    if not config.enabled:
+        values = {name: getattr(actuator.params, name) for name in actuator_fit.FIELDS}
+        drawn = {name: np.tile(value, (n, 1)) for name, value in values.items()}
+        drawn['delay'] = np.full(n, min(actuator.params.delay, max_delay))
+        mass, mu = np.zeros(n), np.full(n, float(np.mean(config.friction)))
+    else:
+        bounds = actuator_fit.ranges(actuator, config, max_delay)
+        drawn = {name: _uniform(generator, *bounds[name], (n, j)) for name in actuator_fit.FIELDS}
+        drawn['delay'] = _uniform(generator, *bounds['delay'], (n,))
+        mass = _uniform(generator, *config.mass_offset, (n,))
+        mu = _uniform(generator, *config.friction, (n,))
+    return {
+        'kp': spec.KP * drawn.pop('kp_scale'),
+        'kd': spec.KD * drawn.pop('kd_scale'),
+        'mass_offset': mass,
+        'mu': mu,
+        **drawn,
     }
 
 

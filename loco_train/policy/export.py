@@ -38,11 +38,19 @@ class DeployedPolicy(nn.Module):
 
 
 def policy_payload(
-    actor, actor_kwargs, normalizer, algorithm, iterations, mean_return, command_ranges=None
+    actor,
+    actor_kwargs,
+    normalizer,
+    algorithm,
+    iterations,
+    mean_return,
+    command_ranges=None,
+    provenance=None,
 ):
     """Return the checkpoint entry the exporter reads: actor class, arguments and weights.
 
     command_ranges: the env's {vx, vy, wz: [low, high]} (None: the spec's, e.g. gymnasium envs).
+    provenance: the env's keys for the exported provenance (e.g. the actuator file's sha256).
     """
     cls = type(actor)
     return {
@@ -55,6 +63,7 @@ def policy_payload(
         'algorithm': str(algorithm),
         'iterations': int(iterations),
         'return': float(mean_return),
+        'provenance': dict(provenance or {}),
     }
 
 
@@ -69,6 +78,9 @@ def load_policy(checkpoint_path):
     if rsl_rl_policy.is_rsl_rl_checkpoint(checkpoint):  # loco-train ppo's model_<iter>.pt
         actor, info = rsl_rl_policy.actor_from_checkpoint(checkpoint)
         info['command_ranges'] = rsl_rl_policy.run_command_ranges(checkpoint_path)
+        provenance = rsl_rl_policy.run_provenance(checkpoint_path)  # the env's keys
+        if provenance:
+            info['provenance'] = provenance
         return DeployedPolicy(nn.Identity(), actor).eval(), info
     if POLICY_KEY not in checkpoint:
         raise ValueError(f'{checkpoint_path}: no {POLICY_KEY!r} entry; not a policy checkpoint')
@@ -80,6 +92,8 @@ def load_policy(checkpoint_path):
     normalizer.load_state_dict(payload['normalizer_state'])
     info = {key: payload[key] for key in ('algorithm', 'iterations', 'return')}
     info['command_ranges'] = payload.get('command_ranges')  # absent in older checkpoints
+    if payload.get('provenance'):  # the env's keys (e.g. the actuator file's sha256)
+        info['provenance'] = dict(payload['provenance'])
     return DeployedPolicy(normalizer, actor).eval(), info
 
 
@@ -190,6 +204,7 @@ def run(args):
         info['iterations'],
         info['return'],
         info.get('command_ranges'),
+        info.get('provenance'),
     )
     print(
         json.dumps(

@@ -48,14 +48,24 @@ def is_rsl_rl_checkpoint(checkpoint):
     )
 
 
-def run_command_ranges(checkpoint_path):
-    """The command ranges recorded in run.json beside an rsl-rl checkpoint, or None."""
+def _run_info(checkpoint_path, key):
+    """Entry `key` of run.json beside an rsl-rl checkpoint, or None."""
     path = os.path.join(os.path.dirname(os.path.abspath(checkpoint_path)), 'run.json')
     try:
         with open(path) as handle:
-            return json.load(handle).get('command_ranges')
+            return json.load(handle).get(key)
     except (OSError, ValueError, AttributeError):  # no run.json (older run), or not ours
         return None
+
+
+def run_command_ranges(checkpoint_path):
+    """The command ranges recorded in run.json beside an rsl-rl checkpoint, or None."""
+    return _run_info(checkpoint_path, 'command_ranges')
+
+
+def run_provenance(checkpoint_path):
+    """The env's provenance keys recorded in run.json beside an rsl-rl checkpoint ({} if none)."""
+    return dict(_run_info(checkpoint_path, 'provenance') or {})
 
 
 def actor_from_checkpoint(checkpoint):

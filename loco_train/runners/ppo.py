@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from loco_train.envs import env_overrides
+from loco_train.envs.actuator_fit import add_actuator_argument
 from loco_train.envs.commands import add_command_argument
 from loco_train.envs.rewards import add_override_argument
 from loco_train.runners import distributed
@@ -125,6 +126,7 @@ def train(env, cfg, iterations=None, ranks=None):
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, 'run.json'), 'w') as handle:  # read by compare, export
             info = {'command_ranges': getattr(env, 'command_ranges', None)}
+            info['provenance'] = getattr(env, 'provenance', {})  # e.g. the actuator file
             json.dump(asdict(cfg) | info, handle)
     runner = _runner_class()(wrapped, train_cfg(cfg), log_dir=run_dir, device=cfg.device)
     if cfg.resume:
@@ -169,6 +171,7 @@ def add_arguments(parser):
     )
     add_override_argument(parser)
     add_command_argument(parser)
+    add_actuator_argument(parser)
 
 
 def run(args):

@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from loco_train.envs import env_overrides
+from loco_train.envs.actuator_fit import add_actuator_argument
 from loco_train.envs.commands import add_command_argument
 from loco_train.envs.rewards import add_override_argument
 from loco_train.policy.atomic_io import atomic_torch_save, torch_load
@@ -130,6 +131,7 @@ class SACRunner:
                 self.sac.num_updates,
                 float(np.mean(self.recent_returns)) if self.recent_returns else 0.0,
                 getattr(self.env, 'command_ranges', None),
+                getattr(self.env, 'provenance', None),
             ),
         }
         if self.cfg.save_replay:
@@ -470,6 +472,7 @@ def add_arguments(parser) -> None:
     )
     add_override_argument(parser)
     add_command_argument(parser)
+    add_actuator_argument(parser)
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
 

@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from loco_train.envs import env_overrides
+from loco_train.envs.actuator_fit import add_actuator_argument
 from loco_train.envs.commands import add_command_argument
 from loco_train.envs.rewards import add_override_argument
 from loco_train.policy.atomic_io import atomic_torch_save, torch_load
@@ -122,6 +123,7 @@ class ShacRunner:
                 self.shac.iterations,
                 0.0 if math.isnan(self.mean_return()) else self.mean_return(),
                 getattr(self.env, 'command_ranges', None),
+                getattr(self.env, 'provenance', None),
             ),
         }
         atomic_torch_save(state, self.checkpoint_path)
@@ -286,6 +288,7 @@ def add_arguments(parser):
     )
     add_override_argument(parser)
     add_command_argument(parser)
+    add_actuator_argument(parser)
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
 
