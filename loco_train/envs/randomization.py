@@ -89,24 +89,21 @@ def sample_params(num_envs, config, generator=None, actuator=None, max_delay=0.0
 def _sample_actuator(n, config, generator, actuator, max_delay):
     """sample_params with a fitted actuator model: the drives around the fit."""
     from loco_train.envs import actuator_fit
+    from loco_train.sim.actuator_params import drive_params
 
+    if not config.enabled:  # the fit itself
+        fit = actuator.params.with_values(delay=min(actuator.params.delay, max_delay))
+        mu = np.full(n, float(np.mean(config.friction)))
+        return drive_params(fit, n) | {'mass_offset': np.zeros(n), 'mu': mu}
+    bounds = actuator_fit.ranges(actuator, config, max_delay)
     j = spec.NUM_JOINTS
-    if not config.enabled:
-        values = {name: getattr(actuator.params, name) for name in actuator_fit.FIELDS}
-        drawn = {name: np.tile(value, (n, 1)) for name, value in values.items()}
-        drawn['delay'] = np.full(n, min(actuator.params.delay, max_delay))
-        mass, mu = np.zeros(n), np.full(n, float(np.mean(config.friction)))
-    else:
-        bounds = actuator_fit.ranges(actuator, config, max_delay)
-        drawn = {name: _uniform(generator, *bounds[name], (n, j)) for name in actuator_fit.FIELDS}
-        drawn['delay'] = _uniform(generator, *bounds['delay'], (n,))
-        mass = _uniform(generator, *config.mass_offset, (n,))
-        mu = _uniform(generator, *config.friction, (n,))
+    drawn = {name: _uniform(generator, *bounds[name], (n, j)) for name in actuator_fit.FIELDS}
     return {
-        'kp': spec.KP * drawn.pop('kp_scale'),
+        'kp': spec.KP * drawn.pop('kp_scale'),  # N m/rad, as drive_params maps a fit
         'kd': spec.KD * drawn.pop('kd_scale'),
-        'mass_offset': mass,
-        'mu': mu,
+        'mass_offset': _uniform(generator, *config.mass_offset, (n,)),
+        'mu': _uniform(generator, *config.friction, (n,)),
+        'delay': _uniform(generator, *bounds['delay'], (n,)),
         **drawn,
     }
 
