@@ -58,11 +58,13 @@ def _stop(proc, timeout=5.0):
     return proc.returncode
 
 
-def record(directory, truth, duration=20.0, env=None, seed=0, lead_in=0.5, hold_after=0.3):
+def record(directory, truth, duration=20.0, env=None, seed=0, lead_in=0.5, hold_after=0.3,
+           sim_params=(), excitation_params=()):  # fmt: skip
     """Record an excitation of duration s on sim_robot with truth; return the bag root.
 
-    directory receives truth.yaml, the bag and the three logs. Raises RuntimeError with the
-    excitation log's tail when the run does not finish.
+    directory receives truth.yaml, the bag and the three logs; sim_params, excitation_params:
+    more parameters of those nodes ('name:=value'). Raises RuntimeError with the excitation log's
+    tail when the run does not finish.
     """
     os.makedirs(directory, exist_ok=True)
     env = dict(os.environ if env is None else env, PYTHONUNBUFFERED='1')
@@ -70,14 +72,15 @@ def record(directory, truth, duration=20.0, env=None, seed=0, lead_in=0.5, hold_
     bag = os.path.join(directory, 'bag')
     logs = {name: os.path.join(directory, f'{name}.log') for name in ('sim', 'rec', 'exc')}
     sim = _start('sim_robot', ['fixed_base:=true', 'publish_description:=false',
-                               f'actuator_file:={truth_file}'], env, logs['sim'])  # fmt: skip
+                               f'actuator_file:={truth_file}', *sim_params], env,
+                 logs['sim'])  # fmt: skip
     recorder = _start('recorder', [f'output:={bag}', "topics:=['/joint_command', '/joint_states']",
                                    'flush_period:=0.2'], env, logs['rec'])  # fmt: skip
     excitation = _start(
         'excitation',
         ['identification_mode:=true', f'duration:={float(duration)}', f'seed:={int(seed)}',
          f'lead_in:={float(lead_in)}', f'hold_after:={float(hold_after)}',
-         'wait_for_subscribers:=2'],
+         'wait_for_subscribers:=2', *excitation_params],
         env, logs['exc'],
     )  # fmt: skip
     try:
