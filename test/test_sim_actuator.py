@@ -173,3 +173,17 @@ def test_apply_actuator_maps_the_fit_onto_the_drives_and_refuses_long_delays():
         sim.set_params(delay=0.041)  # more than two 20 ms control steps
     with pytest.raises(ValueError, match='non-negative'):
         sim.set_params(friction=-0.1)
+
+
+def test_large_joint_friction_holds_still_without_chattering():
+    # 5 N m on a knee of ~0.025 kg m^2: a fixed v_eps of 0.1 rad/s would make the explicit step
+    # overshoot zero velocity every substep (a limit cycle of ~0.8 rad/s); the widened smoothing
+    # lets it settle
+    sim = _hanging(1, 'float32')
+    apply_actuator(sim, ActuatorParams(friction=5.0, armature=0.01, delay=0.0113))
+    sim.set_state(spec.DEFAULT_JOINT_POS, np.zeros(12))
+    speeds = []
+    for _ in range(100):  # 2 s holding the default pose
+        sim.step(spec.DEFAULT_JOINT_POS)
+        speeds.append(np.abs(sim.get_state()[1]).max())
+    assert max(speeds[50:]) < 0.05, max(speeds[50:])

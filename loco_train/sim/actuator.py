@@ -3,11 +3,16 @@
 Drive torque of actuator u (dof j) in a substep, at the midpoint positions and the substep's
 starting velocities:
     tau = clip(kp (q*_d - q) - kd qd + tau_ff, -tau_max, tau_max)
-    f_j = tau - h_j - damping qd - friction tanh(qd / v_eps) + applied_j + contact_j
-where q*_d is the delayed joint target. The target of control step n is T_n; previous holds
-T_{n-1}, T_{n-2}. Substep k of n (physics step dt, S substeps) sees the command delayed by
-`delay` s, by linear interpolation between physics-step samples (MuJoCo's actuator history
-with linear interpolation): with delay = (m + f) dt, m an integer and 0 <= f < 1,
+    f_j = tau - h_j - damping qd - friction tanh(qd / v) + applied_j + contact_j
+    v = max(v_eps, 2 dt friction / (I_u + armature))
+where q*_d is the delayed joint target and I_u the joint's effective inertia at the model's
+qpos0: the friction's slope friction / v stays below (I_u + armature) / (2 dt), so the explicit
+step never makes it chatter around zero velocity.
+
+The target of control step n is T_n; previous holds T_{n-1}, T_{n-2}. Substep k of n
+(physics step dt, S substeps) sees the command delayed by `delay` s, by linear interpolation
+between physics-step samples (MuJoCo's actuator history with linear interpolation): with
+delay = (m + f) dt, m an integer and 0 <= f < 1,
     q*_d = (1 - f) u(k - m) + f u(k - m - 1),   u(i) = T_{n - slot(i)}
 where slot(i) = 0 for i >= 0 and ceil(-i / S) otherwise (at most 2: delays up to two control
 steps). For a delay below one substep this is the fraction of the substep before t0 + delay on
@@ -104,7 +109,10 @@ def build(sp, module):
         qvel: wp.array2d(dtype=Float),  # (N, nv)
         damping: wp.array2d(dtype=Float),  # (N, nu) driven joints' viscous damping (N m s/rad)
         friction: wp.array2d(dtype=Float),  # (N, nu) driven joints' Coulomb friction (N m)
-        v_eps: Float,  # friction smoothing velocity (rad/s)
+        armature: wp.array2d(dtype=Float),  # (N, nu) kg m^2
+        inertia: wp.array(dtype=Float),  # (nu,) joints' effective inertia at qpos0 (kg m^2)
+        v_eps: Float,  # least friction smoothing velocity (rad/s)
+        dt: Float,  # physics step (s)
         md: sp.ModelData,
         applied: wp.array2d(dtype=Float),  # (N, nv) external generalised force
         f_contact: wp.array2d(dtype=Float),  # (N, nv) penalty contact force (soft model) or 0
@@ -121,7 +129,9 @@ def build(sp, module):
             u = md.dof_act[i]
             if u >= 0:
                 value = applied[e, i] + f_contact[e, i] - bias[e, i] - damping[e, u] * v
-                value = value - friction[e, u] * wp.tanh(v / v_eps)
+                fr = friction[e, u]
+                smooth = wp.max(v_eps, Float(2.0) * dt * fr / (inertia[u] + armature[e, u]))
+                value = value - fr * wp.tanh(v / smooth)
                 f[e, i] = value + tau[e, u]
             else:
                 f[e, i] = applied[e, i] + f_contact[e, i] - bias[e, i] - md.dof_damping[i] * v
@@ -140,11 +150,13 @@ def build(sp, module):
         tau_max: wp.array2d(dtype=Float)  # (N, nu)
         damping: wp.array2d(dtype=Float)  # (N, nu) N m s/rad
         friction: wp.array2d(dtype=Float)  # (N, nu) N m
+        armature: wp.array2d(dtype=Float)  # (N, nu) kg m^2
+        inertia: wp.array(dtype=Float)  # (nu,) effective inertia at qpos0 (kg m^2), constant
         delay: wp.array(dtype=Float)  # (N,) s
         k: int  # substep index in the control step
         substeps: int
         dt: Float  # physics step (s)
-        v_eps: Float  # friction smoothing velocity (rad/s)
+        v_eps: Float  # least friction smoothing velocity (rad/s)
         qpos_grad: wp.array2d(dtype=Float)
         qvel_grad: wp.array2d(dtype=Float)
         target_grad: wp.array2d(dtype=Float)
@@ -155,6 +167,7 @@ def build(sp, module):
         tau_max_grad: wp.array2d(dtype=Float)
         damping_grad: wp.array2d(dtype=Float)
         friction_grad: wp.array2d(dtype=Float)
+        armature_grad: wp.array2d(dtype=Float)
         delay_grad: wp.array(dtype=Float)
         bias_grad: wp.array2d(dtype=Float)  # (N, nv)
         applied_grad: wp.array2d(dtype=Float)  # (N, nv)
@@ -175,13 +188,23 @@ def build(sp, module):
             u = md.dof_act[i]
             if u >= 0:
                 v = d.qvel[e, i]
-                t = wp.tanh(v / d.v_eps)
+                fr = d.friction[e, u]
+                inertia = d.inertia[u] + d.armature[e, u]
+                cap = Float(2.0) * d.dt * fr / inertia
+                smooth = d.v_eps
+                if not d.v_eps > cap:  # as Warp's max routes its gradient
+                    smooth = cap
+                t = wp.tanh(v / smooth)
+                s = Float(1.0) - t * t
                 d.qvel_grad[e, i] = d.qvel_grad[e, i] - d.damping[e, u] * g
-                d.qvel_grad[e, i] = (
-                    d.qvel_grad[e, i] - g * d.friction[e, u] * (Float(1.0) - t * t) / d.v_eps
-                )
+                d.qvel_grad[e, i] = d.qvel_grad[e, i] - g * fr * s / smooth
                 d.damping_grad[e, u] = d.damping_grad[e, u] - g * v
-                d.friction_grad[e, u] = d.friction_grad[e, u] - g * t
+                g_fr = t  # d(fr tanh(v / smooth)) / d fr at fixed smooth
+                if not d.v_eps > cap:  # smooth = cap: it moves with friction and armature
+                    g_smooth = -fr * s * v / (smooth * smooth)
+                    g_fr = g_fr + g_smooth * cap / fr
+                    d.armature_grad[e, u] = d.armature_grad[e, u] + g * g_smooth * cap / inertia
+                d.friction_grad[e, u] = d.friction_grad[e, u] - g * g_fr
             else:
                 d.qvel_grad[e, i] = d.qvel_grad[e, i] - md.dof_damping[i] * g
         f, ha, hb = delay_blend(d.delay[e], d.k, d.substeps, d.dt)

@@ -46,10 +46,10 @@ class SimConfig:
     soft_friction_velocity: float = 0.01
     """Soft model Coulomb regularisation velocity (m/s): friction = mu F_n v_t / |v_t|_eps."""
     joint_friction_velocity: float = 0.1
-    """Joint Coulomb friction smoothing velocity v_eps (rad/s): the friction torque is
-    friction tanh(qd / v_eps). Explicit in the substep: it stays non-oscillating while
-    dt friction / (v_eps I) < 1 (I the joint's inertia with armature, ~0.016 kg m^2 for ANYmal's
-    knees without armature)."""
+    """Least joint Coulomb friction smoothing velocity v_eps (rad/s): the friction torque is
+    friction tanh(qd / v), v = max(v_eps, 2 dt friction / (I + armature)) with I the joint's
+    effective inertia at qpos0 (~0.0145 kg m^2 for ANYmal's knees), so that the explicit step
+    never chatters (v > v_eps above ~0.3 N m of knee friction without armature)."""
 
     @property
     def dt(self):

@@ -73,6 +73,9 @@ class Simulator:
         self.zeros_nu = self._array(np.zeros((self.num_envs, max(self.spec.nu, 1))))
         self.params = {}
         self.set_params(**self.default_params())
+        self.act_inertia = self._array(self._effective_inertia())
+        """(nu,) each drive's effective inertia 1 / (H^-1)_jj at qpos0, no armature (kg m^2):
+        bounds the slope of the smoothed joint friction."""
         self._substeps = None
         self._observe = None
         self._adjoint_scratch = None
@@ -129,6 +132,18 @@ class Simulator:
                      'shape_type'):  # fmt: skip
             setattr(md, name, wp.array(a[name], dtype=int, device=self.device))
         return md
+
+    def _effective_inertia(self):
+        """(nu,) 1 / (H^-1)_jj of each driven dof j at the model's qpos0 (MuJoCo's H there)."""
+        import mujoco
+
+        if not self.spec.nu:
+            return np.ones(1)
+        data = mujoco.MjData(self.model)
+        mujoco.mj_forward(self.model, data)
+        H = np.zeros((self.model.nv, self.model.nv))
+        mujoco.mj_fullM(self.model, data, H)
+        return 1.0 / np.diag(np.linalg.inv(H))[self.spec.arrays['act_dof']]
 
     def default_params(self):
         """Model defaults: kp, kd, armature, joint friction, delay 0; ctrlrange limits; mu 1.
@@ -302,11 +317,12 @@ class Simulator:
         d = self.k.Drive()
         inputs = {'qpos': buf.qmid, 'qvel': qvel, 'target': target, 'previous': previous}
         inputs['tau_ff'] = tau_ff
-        drive_params = ('kp', 'kd', 'tau_max', 'damping', 'friction', 'delay')
+        drive_params = ('kp', 'kd', 'tau_max', 'damping', 'friction', 'armature', 'delay')
         inputs.update((name, params[name]) for name in drive_params)
         for name, array in inputs.items():
             setattr(d, name, array)
             setattr(d, f'{name}_grad', self._grad(array))
+        d.inertia = self.act_inertia
         d.k, d.substeps = int(index), int(c.substeps)
         d.dt, d.v_eps = self.sp.Float(c.dt), self.sp.Float(c.joint_friction_velocity)
         d.bias_grad = buf.bias.grad
@@ -454,8 +470,8 @@ class Simulator:
         )  # fmt: skip
         self._launch(
             k.net_force,
-            [buf.tau, buf.bias, qvel, params['damping'], params['friction'],
-             sp.Float(c.joint_friction_velocity), md, applied, f_contact],
+            [buf.tau, buf.bias, qvel, params['damping'], params['friction'], params['armature'],
+             self.act_inertia, sp.Float(c.joint_friction_velocity), dt, md, applied, f_contact],
             [buf.f], record_tape=auto,
         )  # fmt: skip
         if hand:  # their reverse runs inside the solve's
