@@ -93,12 +93,15 @@ def build(sp, module):
     ):
         """Tau = clip(kp (q*_d - q) - kd qd + tau_ff, -tau_max, tau_max), q*_d delayed."""
         e = wp.tid()
+        delayed = delay[e] > Float(0.0)  # without a delay the history is not read
         f, ha, hb = delay_blend(delay[e], k, substeps, dt)
         for u in range(md.nu):
             q = qpos[e, md.act_qadr[u]]
             qd = qvel[e, md.act_dof[u]]
-            goal = (Float(1.0) - f) * history_value(target, previous, e, u, ha)
-            goal = goal + f * history_value(target, previous, e, u, hb)
+            goal = target[e, u]
+            if delayed:
+                goal = (Float(1.0) - f) * history_value(target, previous, e, u, ha)
+                goal = goal + f * history_value(target, previous, e, u, hb)
             raw = kp[e, u] * (goal - q) - kd[e, u] * qd + tau_ff[e, u]
             tau[e, u] = wp.clamp(raw, -tau_max[e, u], tau_max[e, u])
 
@@ -130,8 +133,9 @@ def build(sp, module):
             if u >= 0:
                 value = applied[e, i] + f_contact[e, i] - bias[e, i] - damping[e, u] * v
                 fr = friction[e, u]
-                smooth = wp.max(v_eps, Float(2.0) * dt * fr / (inertia[u] + armature[e, u]))
-                value = value - fr * wp.tanh(v / smooth)
+                if fr != Float(0.0):  # frictionless joints skip the tanh
+                    smooth = wp.max(v_eps, Float(2.0) * dt * fr / (inertia[u] + armature[e, u]))
+                    value = value - fr * wp.tanh(v / smooth)
                 f[e, i] = value + tau[e, u]
             else:
                 f[e, i] = applied[e, i] + f_contact[e, i] - bias[e, i] - md.dof_damping[i] * v
@@ -178,7 +182,8 @@ def build(sp, module):
         """Reverse of net_force and pd_torque from the net force's gradient f_grad[e].
 
         Clamping routes the gradient as Warp's clamp(x, a, b) = min(max(a, x), b) does. The
-        delay's gradient is that of the blend's weight f (piecewise linear in the delay).
+        delay's gradient is that of the blend's weight f (piecewise linear in the delay). As the
+        forward skips them, a friction of exactly 0 and a delay of exactly 0 get no gradient.
         """
         for i in range(md.nv):
             g = f_grad[e, i]
@@ -188,7 +193,11 @@ def build(sp, module):
             u = md.dof_act[i]
             if u >= 0:
                 v = d.qvel[e, i]
+                d.qvel_grad[e, i] = d.qvel_grad[e, i] - d.damping[e, u] * g
+                d.damping_grad[e, u] = d.damping_grad[e, u] - g * v
                 fr = d.friction[e, u]
+                if fr == Float(0.0):
+                    continue
                 inertia = d.inertia[u] + d.armature[e, u]
                 cap = Float(2.0) * d.dt * fr / inertia
                 smooth = d.v_eps
@@ -196,9 +205,7 @@ def build(sp, module):
                     smooth = cap
                 t = wp.tanh(v / smooth)
                 s = Float(1.0) - t * t
-                d.qvel_grad[e, i] = d.qvel_grad[e, i] - d.damping[e, u] * g
                 d.qvel_grad[e, i] = d.qvel_grad[e, i] - g * fr * s / smooth
-                d.damping_grad[e, u] = d.damping_grad[e, u] - g * v
                 g_fr = t  # d(fr tanh(v / smooth)) / d fr at fixed smooth
                 if not d.v_eps > cap:  # smooth = cap: it moves with friction and armature
                     g_smooth = -fr * s * v / (smooth * smooth)
@@ -207,15 +214,21 @@ def build(sp, module):
                 d.friction_grad[e, u] = d.friction_grad[e, u] - g * g_fr
             else:
                 d.qvel_grad[e, i] = d.qvel_grad[e, i] - md.dof_damping[i] * g
+        delayed = d.delay[e] > Float(0.0)
         f, ha, hb = delay_blend(d.delay[e], d.k, d.substeps, d.dt)
         for u in range(md.nu):
             j = md.act_dof[u]
             a = md.act_qadr[u]
             g = f_grad[e, j]  # the torque's gradient
             lim = d.tau_max[e, u]
-            va = history_value(d.target, d.previous, e, u, ha)
-            vb = history_value(d.target, d.previous, e, u, hb)
-            err = (Float(1.0) - f) * va + f * vb - d.qpos[e, a]
+            va = d.target[e, u]
+            vb = va
+            goal = va
+            if delayed:
+                va = history_value(d.target, d.previous, e, u, ha)
+                vb = history_value(d.target, d.previous, e, u, hb)
+                goal = (Float(1.0) - f) * va + f * vb
+            err = goal - d.qpos[e, a]
             raw = d.kp[e, u] * err - d.kd[e, u] * d.qvel[e, j] + d.tau_ff[e, u]
             if wp.max(-lim, raw) < lim:
                 if -lim > raw:
@@ -223,9 +236,14 @@ def build(sp, module):
                 else:
                     gk = g * d.kp[e, u]
                     d.kp_grad[e, u] = d.kp_grad[e, u] + g * err
-                    history_add(d.target_grad, d.previous_grad, e, u, ha, gk * (Float(1.0) - f))
-                    history_add(d.target_grad, d.previous_grad, e, u, hb, gk * f)
-                    d.delay_grad[e] = d.delay_grad[e] + gk * (vb - va) / d.dt
+                    if delayed:
+                        history_add(
+                            d.target_grad, d.previous_grad, e, u, ha, gk * (Float(1.0) - f)
+                        )
+                        history_add(d.target_grad, d.previous_grad, e, u, hb, gk * f)
+                        d.delay_grad[e] = d.delay_grad[e] + gk * (vb - va) / d.dt
+                    else:
+                        d.target_grad[e, u] = d.target_grad[e, u] + gk
                     d.qpos_grad[e, a] = d.qpos_grad[e, a] - gk
                     d.kd_grad[e, u] = d.kd_grad[e, u] - g * d.qvel[e, j]
                     d.qvel_grad[e, j] = d.qvel_grad[e, j] - g * d.kd[e, u]
