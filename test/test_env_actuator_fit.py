@@ -88,6 +88,25 @@ def test_env_drives_follow_the_fit_and_are_randomised_around_it(tmp_path):
     np.testing.assert_allclose(off.sim.params['delay'].numpy(), FIT.delay, rtol=1e-6)
 
 
+def test_gradients_reach_the_previous_action_through_the_delay(tmp_path):
+    import torch
+
+    path = write_fit(tmp_path / 'fit.yaml')
+    grads = {}
+    for name, actuator in (('delayed', path), ('spec drives', '')):
+        config = AnymalEnvConfig(
+            differentiable=True, actuator_file=actuator, randomization=_disabled()
+        )
+        env = AnymalEnv(2, config)
+        first = torch.full((2, 12), 0.3, requires_grad=True)
+        env.step(first)
+        env.qpos, env.qvel = env.qpos.detach(), env.qvel.detach()  # only the history is left
+        env.step(torch.zeros(2, 12))
+        env.qpos[:, 7:].sum().backward()
+        grads[name] = first.grad.abs().max().item()
+    assert grads['delayed'] > 1e-4 and grads['spec drives'] == 0.0, grads
+
+
 def test_without_actuator_the_drives_are_the_spec_pd_as_before():
     params = randomization.sample_params(8, RandomizationConfig(), _generator())
     assert sorted(params) == ['kd', 'kp', 'mass_offset', 'mu']  # the same draws as before
