@@ -1,11 +1,13 @@
 """`loco-train fit-actuator BAG [BAG ...] --output FILE.yaml [--report DIR]`.
 
 Reads the recordings (/joint_states, /joint_command), cuts each segment by time into a fit part
-and a held-out tail (never random samples), fits the actuator model with mujoco.sysid on the
-hanging robot, and writes the YAML (loco_train.actuator.model's layout, each value with its 95 %
-interval) with the recordings' sha256, held-out RMSEs (fitted and nominal) and the MuJoCo
-version. Nothing is written when a recording is unusable or the fit cannot determine every
-parameter. --report adds mujoco.sysid's HTML report and held_out.png.
+and a held-out tail (never random samples), checks that the robot was hanging
+(loco_train.actuator.hanging), fits the actuator model with mujoco.sysid on the hanging robot
+(loco_train.actuator.fit: two passes, the second weighted by the estimated sensor noise), and
+writes the YAML (loco_train.actuator.model's layout, each value with its 95 % interval) with the
+recordings' sha256, held-out RMSEs (fitted and nominal), the estimated noise per joint and the
+MuJoCo version. Nothing is written when a recording is unusable or the fit cannot determine
+every parameter. --report adds mujoco.sysid's HTML report and held_out.png.
 """
 
 import os
