@@ -9,7 +9,15 @@ from ruamel.yaml import YAML
 
 from loco_policy.tools.bag_writer import SplitBagWriter
 from loco_train import cli
-from loco_train.actuator import bag_reader, fit, fit_command, initial_state, recovery, synthetic
+from loco_train.actuator import (
+    bag_reader,
+    fit,
+    fit_command,
+    initial_state,
+    recovery,
+    sensitivity,
+    synthetic,
+)
 from loco_train.actuator.excitation import Excitation, ExcitationConfig
 from loco_train.actuator.model import ActuatorParams
 
@@ -119,8 +127,8 @@ def test_leg_grouped_jacobian_equals_the_full_finite_differences(noisy_problem):
     problem, truth = noisy_problem
     params = fit.exact_parameter_dict(truth)
     x = params.as_vector()
-    J = fit.jacobian(problem, params, x)
-    step = fit.fd_steps(params, x)
+    J = sensitivity.jacobian(problem, params, x)
+    step = sensitivity.fd_steps(params, x)
     r0 = np.concatenate(problem.residual_fn(x, params)[0])
     shifted = np.concatenate(problem.residual_fn(x[:, None] + np.diag(step), params)[0], axis=0)
     full = (shifted - r0[:, None]) / step

@@ -14,7 +14,8 @@ rollout from the recorded joint state; then each sequence's start is re-estimate
 (loco_train.actuator.initial_state), each channel's noise is estimated as its residual RMS, and
 the second pass refits with the residuals divided by those noises (maximum likelihood under
 white Gaussian sensor noise). The 95 % intervals are the second pass's linearised ones, with a
-Newey-West covariance that widens them where the residuals are correlated (``covariance``).
+Newey-West covariance that widens them where the residuals are correlated
+(loco_train.actuator.sensitivity).
 """
 
 import copy
@@ -23,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from loco_policy import spec
-from loco_train.actuator import bag_reader, mjcf
+from loco_train.actuator import bag_reader, mjcf, sensitivity
 from loco_train.actuator import initial_state as start_state
 from loco_train.actuator.model import ActuatorParams, MAX_DELAY
 
@@ -50,17 +51,10 @@ BURN_IN = 0.5
 """Start (s) of each sequence left out of the first noise estimate: the recorded start's error
 still rings there."""
 
-HAC_WINDOW = 0.15
-"""Longest lag (s) over which the intervals count residuals as correlated (``covariance``)."""
-
 REFINE_ITERS = 5
 """Most iterations of the second pass (it starts at the first one's optimum: on a recording the
 model explains it converges in two or three; on one it does not, it creeps by hundredths of a
 percent of the cost per iteration)."""
-
-LEG = np.arange(spec.NUM_JOINTS) // 3
-"""(12,) leg of each joint (three joints per leg, robot order): with the base fixed, a joint's
-parameters move only its own leg's signals."""
 
 MIN_MOTION = 0.005
 """Smallest spread (rad, std) of a joint's commanded and measured positions for its parameters to
@@ -300,11 +294,6 @@ def predict(problem, params):
     return [(p[0].data[:, :12], p[0].data[:, 12:]) for p in preds]
 
 
-def simulate(problem, params, sequence_index):
-    """Predicted (q (N, 12), tau (N, 12)) of one sequence at its measured stamps under params."""
-    return predict(problem, params)[sequence_index]
-
-
 def noise_of(problem, params, burn_in=0.0):
     """{'q': (12,) rad, 'tau': (12,) N m} residual RMS per channel under params, after burn_in s.
 
@@ -343,100 +332,6 @@ def estimate_starts(groups, params, weights):
     return out
 
 
-def residual_legs(problem):
-    """(n_res,) leg of each residual row (the rows are stamp-major, 24 channels each)."""
-    channel_leg = np.concatenate([LEG, LEG])
-    return np.concatenate([np.tile(channel_leg, len(s.times)) for s in problem.sequences])
-
-
-def fd_steps(params, x):
-    """(n,) forward-difference steps of the parameter vector x (backward at the upper bound)."""
-    lo, hi = params.get_bounds()
-    step = 1e-6 * np.maximum(np.abs(x), 1e-2 * (hi - lo))
-    return np.where(x + step > hi, -step, step)
-
-
-def jacobian(problem, params, x, r0=None):
-    """J (n_res, n_params) at x by forward differences, the four legs perturbed together.
-
-    With the base fixed a joint's parameters move only its own leg's residuals, so one rollout
-    perturbs a field of the same joint of every leg (16 rollouts instead of 61). r0: the
-    residual at x (computed when None).
-    """
-    n = x.size
-    if r0 is None:
-        r0 = np.concatenate(problem.residual_fn(x, params)[0])
-    r0 = np.ravel(r0)
-    legs = residual_legs(problem)
-    if legs.size != r0.size:
-        raise RuntimeError(f'residual has {r0.size} rows, the sequences give {legs.size}')
-    step = fd_steps(params, x)
-    per_joint = len(FIELDS) * spec.NUM_JOINTS  # the delay is the last entry
-    groups = [[f * 12 + leg * 3 + i for leg in range(4)] for f in range(len(FIELDS))
-              for i in range(3)] + [[per_joint]]  # fmt: skip
-    columns = np.repeat(x[:, None], len(groups), axis=1)
-    for g, members in enumerate(groups):
-        columns[members, g] += step[members]
-    shifted = np.concatenate(problem.residual_fn(columns, params)[0], axis=0)
-    J = np.zeros((r0.size, n))
-    for g, members in enumerate(groups):
-        diff = shifted[:, g] - r0
-        if len(members) == 1:
-            J[:, members[0]] = diff / step[members[0]]
-            continue
-        for member in members:
-            rows = legs == LEG[member % 12]
-            J[rows, member] = diff[rows] / step[member]
-    return J
-
-
-def covariance(problem, r, J):
-    """Newey-West covariance H^-1 S H^-1 (n_params, n_params) of the parameters, and H^-1.
-
-    r (n_res,) residuals in noise units, J (n_res, n_params). H = J^T J; S sums, per sequence,
-    the products of the per-stamp scores g_t = J_t^T r_t (n_params,) up to HAC_WINDOW apart,
-    with Bartlett weights. White residuals make S ~ H (the textbook H^-1); residuals correlated
-    over a few stamps (a timing error's ringing) make S larger, and the intervals wider.
-    Parameters the data do not determine (H singular along them) get an infinite variance.
-    """
-    H = J.T @ J
-    lam, V = np.linalg.eigh(H)
-    ok = lam > 1e-15 * lam.max()
-    H_inv = (V[:, ok] / lam[ok]) @ V[:, ok].T
-    S = np.zeros_like(H)
-    offset = 0
-    for seq in problem.sequences:
-        n = len(seq.times)
-        rows = slice(offset, offset + 24 * n)
-        g = np.einsum('tcp,tc->tp', J[rows].reshape(n, 24, -1), r[rows].reshape(n, 24))
-        lags = int(round(HAC_WINDOW / np.median(np.diff(seq.times)))) if n > 1 else 0
-        S += g.T @ g
-        for lag in range(1, min(lags, n - 1) + 1):
-            G = g[:-lag].T @ g[lag:]
-            S += (1.0 - lag / (lags + 1.0)) * (G + G.T)
-        offset += 24 * n
-    cov = H_inv @ S @ H_inv
-    free = np.any(np.abs(V[:, ~ok]) > 1e-8 * np.abs(V).max(axis=1, keepdims=True), axis=1)
-    cov[free, free] = np.inf
-    return cov, H_inv
-
-
-def intervals_of(problem, r, J, alpha=0.05):
-    """(n_params,) half widths of the (1 - alpha) intervals: Student t times the parameters' sd.
-
-    The variance is the Newey-West one (``covariance``), never below the white-noise one
-    (s^2 H^-1, s^2 the residuals' mean square: mujoco.sysid's calculate_intervals), which it
-    matches on white residuals up to its own sampling noise.
-    """
-    import scipy.special
-
-    cov, H_inv = covariance(problem, r, J)
-    dof = max(r.size - J.shape[1], 1)
-    variance = np.maximum(np.diag(cov), float(r @ r) / dof * np.diag(H_inv))
-    quantile = scipy.special.stdtrit(dof, 1 - alpha / 2)
-    return quantile * np.sqrt(np.maximum(variance, 0.0))
-
-
 @dataclass
 class FitResult:
     """What the fit found."""
@@ -464,7 +359,7 @@ def _optimize(problem, initial, max_iters):
     scratch = initial.copy()  # the residual function writes the candidates into it
 
     def jac(x, r):
-        return jacobian(problem, scratch, np.ravel(x), r)
+        return sensitivity.jacobian(problem, scratch, np.ravel(x), r)
 
     return sysid.optimize(initial_params=initial, residual_fn=problem.residual_fn,
                           optimizer='mujoco', verbose=False, max_iters=max_iters,
@@ -482,9 +377,9 @@ def fit(problem, max_iters=30):
     fitted, opt_result = _optimize(problem, first.copy(), min(REFINE_ITERS, max_iters))
     x = fitted.as_vector()
     r = np.concatenate(problem.residual_fn(x, fitted)[0])
-    J = jacobian(problem, fitted, x, r)
+    J = sensitivity.jacobian(problem, fitted, x, r)
     opt_result.jac = J
-    half = intervals_of(problem, r, J)
+    half = sensitivity.intervals(problem, r, J)
     values = params_from_vector(fitted)
     lo, hi = fitted.get_bounds()
     bad = []
