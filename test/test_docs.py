@@ -10,7 +10,7 @@ from loco_policy import transition
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, 'README.md')
 DOCS = os.path.join(ROOT, 'docs')
-PAGES = ('architecture', 'simulator', 'training', 'deployment', 'benchmarks')
+PAGES = ('architecture', 'simulator', 'training', 'deployment', 'actuator', 'benchmarks')
 """The docs/ pages, one per part."""
 PATH_PREFIXES = ('loco_policy/', 'loco_train/', 'config/', 'launch/', 'docs/', 'test/')
 """Backticked text starting with one of these is a project path that must exist."""
