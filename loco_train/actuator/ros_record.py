@@ -11,10 +11,10 @@ recording's exact clock): the fit sees that timing as it would a robot's.
 
 import os
 import subprocess
-import sys
 import time
 
 from loco_policy import spec
+from loco_policy.tools.node_process import start_node, stop_process
 
 
 def write_truth(path, truth):
@@ -35,27 +35,8 @@ def write_truth(path, truth):
 
 
 def _start(module, params, env, log_path):
-    """Start `python -m loco_policy.nodes.<module> --ros-args -p ...` in its own session."""
-    argv = [sys.executable, '-m', f'loco_policy.nodes.{module}', '--ros-args']
-    for param in params:
-        argv += ['-p', param]
-    log = open(log_path, 'wb')
-    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
-
-
-def _stop(proc, timeout=5.0):
-    """SIGINT a process, SIGKILL it after timeout s; return its exit code."""
-    import signal
-
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
-    return proc.returncode
+    """start_node with each 'name:=value' of params as a -p argument."""
+    return start_node(module, [arg for param in params for arg in ('-p', param)], env, log_path)
 
 
 def record(directory, truth, duration=20.0, env=None, seed=0, lead_in=0.5, hold_after=0.3,
@@ -89,9 +70,9 @@ def record(directory, truth, duration=20.0, env=None, seed=0, lead_in=0.5, hold_
     except subprocess.TimeoutExpired:
         code = None
     finally:
-        _stop(excitation)
-        _stop(recorder)
-        _stop(sim)
+        stop_process(excitation)
+        stop_process(recorder)
+        stop_process(sim)
     if code != 0 or not os.path.isdir(bag):
         tail = open(logs['exc']).read()[-2000:]
         raise RuntimeError(f'the excitation run did not finish (exit {code}): {tail}')

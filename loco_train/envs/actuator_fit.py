@@ -9,12 +9,12 @@ The file's sha256 goes into the exported policy's provenance.
 """
 
 from dataclasses import dataclass
-import hashlib
 import os
 
 import numpy as np
 
 from loco_policy import spec
+from loco_policy.policy_file import file_sha256
 from loco_train.actuator import model as actuator_model
 
 FIELDS = ('kp_scale', 'kd_scale', 'armature', 'friction', 'damping')
@@ -41,15 +41,6 @@ class ActuatorFit:
     def provenance(self):
         """The exported policy's provenance keys naming this fit."""
         return {'actuator_file': os.path.basename(self.path), 'actuator_sha256': self.sha256}
-
-
-def file_sha256(path):
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, 'rb') as handle:
-        for block in iter(lambda: handle.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _half(entry):

@@ -2,12 +2,11 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 
 from loco_policy import spec
+from loco_policy.tools.node_process import start_node, stop_process  # noqa: F401 (re-exported)
 from loco_policy.tools.random_policy import write_random_policy
 from test.ros_env import isolated_ros_env
 
@@ -40,32 +39,6 @@ def ros_env(name):
     env['PYTHONUNBUFFERED'] = '1'
     env['PYTHONPATH'] = os.pathsep.join(filter(None, [REPO, env.get('PYTHONPATH')]))
     return env
-
-
-def start_node(module, args, env, log_path):
-    """Start `python -m loco_policy.nodes.<module> --ros-args ...` in its own process group."""
-    log = open(log_path, 'wb')
-    return subprocess.Popen(
-        [sys.executable, '-m', f'loco_policy.nodes.{module}', '--ros-args', *args],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def stop_process(proc, timeout=5.0):
-    """SIGINT a process, then SIGKILL if it has not ended; return its exit code."""
-    import signal
-
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
-    return proc.returncode
 
 
 class Probe:
