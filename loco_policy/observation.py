@@ -53,3 +53,41 @@ def build_observation(
         [np.broadcast_to(parts[t.name], batch + (t.dim,)) for t in spec.OBSERVATION], axis=-1
     )
     return (obs * spec.observation_scale()).astype(np.float32)
+
+
+def projected_gravity_one(quat):
+    """projected_gravity of one quaternion (4,) w-x-y-z as three floats (no array temporaries)."""
+    w, x, y, z = (float(c) for c in quat)
+    # R^T (0, 0, -1), the formula of quat_rotate_inverse written out
+    return 2.0 * (w * y - x * z), -2.0 * (w * x + y * z), 1.0 - 2.0 * (w * w + z * z)
+
+
+class SingleObservation:
+    """build_observation for one robot (the control loop's tick): same numbers, fewer steps.
+
+    The batched builder's shape checks, broadcasts and concatenation cost ~0.2 ms a call on a
+    robot PC's cold cache; this fills one preallocated (48,) buffer in spec.OBSERVATION order.
+    """
+
+    def __init__(self):
+        """Lay out the terms once."""
+        self.scale = spec.observation_scale()  # (48,)
+        self.buffer = np.zeros(self.scale.size)  # (48,) float64, unscaled
+        self.slices, start = {}, 0
+        for term in spec.OBSERVATION:
+            self.slices[term.name] = slice(start, start + term.dim)
+            start += term.dim
+
+    def __call__(
+        self, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel, command, last_action
+    ):
+        """The scaled observation (48,) float32; arguments as build_observation's, unbatched."""
+        b, s = self.buffer, self.slices
+        b[s['base_lin_vel']] = base_lin_vel
+        b[s['base_ang_vel']] = base_ang_vel
+        b[s['projected_gravity']] = projected_gravity_one(base_quat)
+        b[s['command']] = command
+        np.subtract(joint_pos, spec.DEFAULT_JOINT_POS, out=b[s['joint_pos']])
+        b[s['joint_vel']] = joint_vel
+        b[s['last_action']] = last_action
+        return (b * self.scale).astype(np.float32)

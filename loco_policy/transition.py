@@ -14,11 +14,12 @@ mark an episode's last row. Rewards are the raw (unweighted) terms computable on
 """
 
 from dataclasses import dataclass
+import math
 
 import numpy as np
 
 from loco_policy import spec
-from loco_policy.observation import projected_gravity
+from loco_policy.observation import projected_gravity_one
 
 SCHEMA = 'loco_transition_v1'
 """Label of layout.dim[1]; changes with any change of the row layout."""
@@ -93,17 +94,22 @@ class TransitionRow:
 
 def reward_terms(base_lin_vel, base_ang_vel, base_quat, command, effort, action, last_action):
     """Return the (7,) raw reward terms of REWARD_TERMS for one tick (body-frame inputs)."""
-    v, w, cmd = np.asarray(base_lin_vel), np.asarray(base_ang_vel), np.asarray(command)
-    g = projected_gravity(base_quat)
+    vx, vy, vz = (float(c) for c in base_lin_vel)
+    wx, wy, wz = (float(c) for c in base_ang_vel)
+    cx, cy, cz = (float(c) for c in command)
+    gx, gy, _ = projected_gravity_one(base_quat)
+    effort = np.asarray(effort, dtype=np.float64)  # (12,) N m
+    change = np.asarray(action, dtype=np.float64) - last_action  # (12,)
+    sigma2 = spec.TRACKING_SIGMA**2
     return np.array(
         [
-            np.exp(-np.sum((v[:2] - cmd[:2]) ** 2) / spec.TRACKING_SIGMA**2),
-            np.exp(-((w[2] - cmd[2]) ** 2) / spec.TRACKING_SIGMA**2),
-            v[2] ** 2,
-            np.sum(w[:2] ** 2),
-            np.sum(g[:2] ** 2),
-            np.sum(np.asarray(effort) ** 2),
-            np.sum((np.asarray(action) - np.asarray(last_action)) ** 2),
+            math.exp(-((vx - cx) ** 2 + (vy - cy) ** 2) / sigma2),
+            math.exp(-((wz - cz) ** 2) / sigma2),
+            vz * vz,
+            wx * wx + wy * wy,
+            gx * gx + gy * gy,
+            float(effort @ effort),
+            float(change @ change),
         ]
     )
 

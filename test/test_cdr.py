@@ -1,4 +1,4 @@
-"""CDR reading of the state messages equals rclpy's own deserialisation; bad bytes are refused."""
+"""CDR: reading the state messages equals rclpy's deserialisation; rclpy reads what we write."""
 
 import numpy as np
 import pytest
@@ -68,3 +68,30 @@ def test_truncated_and_foreign_bytes_are_refused_clearly():
             cdr.joint_state(blob[:cut])
     with pytest.raises(cdr.CdrError, match='encapsulation'):
         cdr.joint_state(b'\x12\x34\x00\x00' + blob[4:])
+
+
+@pytest.mark.parametrize('seed', range(8))
+def test_written_joint_state_and_float32_array_read_back_by_rclpy(seed):
+    from rclpy.serialization import deserialize_message
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float32MultiArray
+
+    rng = np.random.default_rng(seed)
+    frame = 'M' * int(rng.integers(0, 9))  # every alignment of the names after the header
+    n = int(rng.integers(0, 25))
+    names = ['J' * int(rng.integers(1, 9)) + str(i) for i in range(n)]
+    arrays = [rng.normal(size=n) for _ in range(3)]
+    sec, nanosec = int(rng.integers(0, 2**31)), int(rng.integers(0, 10**9))
+    data = cdr.joint_state_bytes(sec, nanosec, frame, names, *arrays)
+    msg = deserialize_message(data, JointState)
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (sec, nanosec)
+    assert msg.header.frame_id == frame and list(msg.name) == names
+    for got, want in zip((msg.position, msg.velocity, msg.effort), arrays):
+        assert np.array_equal(np.asarray(got), want)
+    assert cdr.joint_state(data)[0] == names
+
+    dims = [('l' * int(rng.integers(0, 7)), int(rng.integers(0, 9)), 7), ('schema', 3, 3)]
+    data = rng.normal(size=int(rng.integers(0, 40))).astype(np.float32)
+    msg = deserialize_message(cdr.float32_multiarray_bytes(dims, data), Float32MultiArray)
+    assert [(d.label, d.size, d.stride) for d in msg.layout.dim] == dims
+    assert msg.layout.data_offset == 0 and np.array_equal(np.asarray(msg.data), data)

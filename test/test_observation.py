@@ -118,3 +118,16 @@ def test_batched_input_gives_batched_observations():
 def test_wrong_term_size_is_a_clear_error():
     with pytest.raises(ValueError, match='joint_vel'):
         standing_obs(joint_vel=np.zeros(11))
+
+
+def test_the_control_loops_single_builder_equals_the_batched_one():
+    from loco_policy.observation import SingleObservation
+
+    rng, single = np.random.default_rng(5), SingleObservation()
+    for _ in range(200):
+        quat = rng.normal(size=4)
+        quat /= np.linalg.norm(quat)
+        args = [quat] + [rng.normal(size=k) for k in (3, 3, 12, 12, 3, 12)]
+        got = single(*args)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, build_observation(*args), rtol=1e-6, atol=1e-7)

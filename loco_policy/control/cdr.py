@@ -120,3 +120,79 @@ def odometry_linear_velocity(data):
     r.string()  # child_frame_id
     r.doubles(7 + 36)  # pose: position, orientation; covariance
     return r.doubles(3)
+
+
+class _Writer:
+    """Little-endian XCDR1 (what rmw_fastrtps writes and reads), built up in one bytearray."""
+
+    def __init__(self):
+        """Start with the CDR_LE encapsulation header."""
+        self.out = bytearray(b'\x00\x01\x00\x00')
+
+    def _align(self, align):
+        """Zero padding up to a multiple of align after the header."""
+        self.out += bytes(-(len(self.out) - 4) % align)
+
+    def uint32(self, value):
+        """One uint32."""
+        self._align(4)
+        self.out += struct.pack('<I', value)
+
+    def string(self, text):
+        """One string: length with the NUL, UTF-8 bytes, NUL."""
+        data = text.encode('utf-8')
+        self.uint32(len(data) + 1)
+        self.out += data + b'\x00'
+
+    def header(self, sec, nanosec, frame_id):
+        """A std_msgs/Header."""
+        self._align(4)
+        self.out += struct.pack('<iI', sec, nanosec)
+        self.string(frame_id)
+
+    def sequence(self, values, dtype, align):
+        """A numeric sequence: uint32 count, elements (values: array-like of dtype)."""
+        values = np.ascontiguousarray(values, dtype=dtype)
+        self.uint32(values.size)
+        if values.size:
+            self._align(align)
+            self.out += values.tobytes()
+
+
+_NAME_BYTES = {}
+"""Joint names (tuple) -> their serialized sequence (the same for every command)."""
+
+
+def joint_state_bytes(sec, nanosec, frame_id, names, position, velocity, effort):
+    """sensor_msgs/JointState as the bytes rclpy's publish takes (position etc. (n,) float64)."""
+    w = _Writer()
+    w.header(sec, nanosec, frame_id)
+    names = tuple(names)
+    section = _NAME_BYTES.get(names)
+    if section is None:
+        names_only = _Writer()  # starts 4-aligned, as the sequence does in the message
+        names_only.uint32(len(names))
+        for name in names:
+            names_only.string(name)
+        section = bytes(names_only.out[4:])
+        if len(_NAME_BYTES) >= 8:
+            _NAME_BYTES.clear()
+        _NAME_BYTES[names] = section
+    w._align(4)
+    w.out += section
+    for values in (position, velocity, effort):
+        w.sequence(values, '<f8', 8)
+    return bytes(w.out)
+
+
+def float32_multiarray_bytes(dims, data):
+    """std_msgs/Float32MultiArray bytes: dims [(label, size, stride)], data_offset 0, data."""
+    w = _Writer()
+    w.uint32(len(dims))
+    for label, size, stride in dims:
+        w.string(label)
+        w.uint32(size)
+        w.uint32(stride)
+    w.uint32(0)  # data_offset
+    w.sequence(data, '<f4', 4)
+    return bytes(w.out)

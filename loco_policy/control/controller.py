@@ -13,7 +13,7 @@ import numpy as np
 from loco_policy import spec
 from loco_policy.control import joint_command, robot_io
 from loco_policy.control.safety import Mode, SafetyStateMachine, Watchdog
-from loco_policy.observation import build_observation
+from loco_policy.observation import SingleObservation
 from loco_policy.transition import reward_terms, TransitionRow
 
 
@@ -65,6 +65,11 @@ class ControllerConfig:
             raise ValueError('policy_node parameters refused: ' + ', '.join(bad))
 
 
+def _finite(values):
+    """The array with NaN and infinities replaced (np.nan_to_num); itself when finite."""
+    return values if np.isfinite(values).all() else np.nan_to_num(values)
+
+
 @dataclass
 class Tick:
     """What one control step produced."""
@@ -106,6 +111,7 @@ class Controller:
         self.rejections = 0
         self._events = []
         self._pending = (None, None, None)  # (obs, action, last action) of the last step
+        self._observe = SingleObservation()
         self.noise = np.random.default_rng()  # exploration noise (exploration_std > 0 only)
         version = policy.contract.file_sha256[:8] if policy else '0'
         self.policy_version = int(version, 16)
@@ -254,7 +260,7 @@ class Controller:
         """The (48,) observation of the current inputs, or None until every input arrived."""
         if self.q is None or self.quat is None or self.lin_vel is None:
             return None
-        return build_observation(
+        return self._observe(
             self.quat, self.lin_vel, self.ang_vel, self.q, self.qd, self.command, self.last_action
         )
 
@@ -278,7 +284,7 @@ class Controller:
         start = time.perf_counter()
         action = self.policy.act(obs)
         elapsed = time.perf_counter() - start
-        if not np.all(np.isfinite(action)):
+        if not np.isfinite(action).all():
             reason = 'policy produced non-finite actions'
             if self.fsm.trip(now, reason):
                 self._on_fault()
@@ -349,8 +355,8 @@ class Controller:
             policy_version=self.policy_version,
             mode=self.fsm.mode.value,
             obs=obs,
-            action=np.nan_to_num(action),
-            reward_terms=np.nan_to_num(rewards),
+            action=_finite(action),
+            reward_terms=_finite(rewards),
             terminated=self.ending == 'terminated',
             truncated=self.ending == 'truncated',
         )

@@ -43,9 +43,16 @@ class JointCommand:
     def is_finite(self):
         """True when every number is finite."""
         return all(
-            np.all(np.isfinite(a))
-            for a in (self.position, self.velocity, self.effort, self.kp, self.kd)
-        ) and np.all(np.isfinite(self.torque_limit))
+            np.isfinite(a).all()
+            for a in (
+                self.position,
+                self.velocity,
+                self.effort,
+                self.kp,
+                self.kd,
+                self.torque_limit,
+            )
+        )
 
 
 def damping(position, kd, mode='DAMP'):
@@ -62,15 +69,24 @@ def damping(position, kd, mode='DAMP'):
     )
 
 
-def pack(command):
-    """Return (names, position, velocity, effort) lists of a JointState for the command."""
+NAMES = tuple(spec.JOINT_NAMES) + tuple(n + GAINS_SUFFIX for n in spec.JOINT_NAMES)
+"""The 24 JointState names of a command: the joints (targets), then their gains entries."""
+
+
+def pack_arrays(command):
+    """Return (names (24,), position, velocity, effort (24,) arrays) of the command's message."""
     if not command.is_finite():
         raise ValueError('refusing to pack a joint command with non-finite numbers')
-    names = list(spec.JOINT_NAMES) + [n + GAINS_SUFFIX for n in spec.JOINT_NAMES]
-    position = np.concatenate([command.position, command.kp]).tolist()
-    velocity = np.concatenate([command.velocity, command.kd]).tolist()
-    effort = np.concatenate([command.effort, command.torque_limit]).tolist()
-    return names, position, velocity, effort
+    position = np.concatenate([command.position, command.kp])
+    velocity = np.concatenate([command.velocity, command.kd])
+    effort = np.concatenate([command.effort, command.torque_limit])
+    return NAMES, position, velocity, effort
+
+
+def pack(command):
+    """Return (names, position, velocity, effort) lists of a JointState for the command."""
+    names, position, velocity, effort = pack_arrays(command)
+    return list(names), position.tolist(), velocity.tolist(), effort.tolist()
 
 
 def unpack(names, position, velocity, effort, mode=''):

@@ -88,7 +88,7 @@ class JointMatcher:
 def check_finite(topic, **arrays):
     """Raise a fault InputError naming the first field with a non-finite entry."""
     for name, value in arrays.items():
-        if not np.all(np.isfinite(value)):
+        if not np.isfinite(value).all():
             raise InputError(
                 f'{topic} rejected: non-finite {name} {np.asarray(value).tolist()}', True
             )
@@ -97,19 +97,21 @@ def check_finite(topic, **arrays):
 def check_joints(q, qd, tau, limits=InputLimits()):
     """Fault when joint values are non-finite or out of range."""
     check_finite('/joint_states', position=q, velocity=qd, effort=tau)
-    low = spec.JOINT_POS_LIMITS[:, 0] - limits.joint_pos_margin
-    high = spec.JOINT_POS_LIMITS[:, 1] + limits.joint_pos_margin
-    bad = np.flatnonzero((q < low) | (q > high))
-    if bad.size:
-        names = [spec.JOINT_NAMES[i] for i in bad]
+    margin = limits.joint_pos_margin
+    if (q < spec.JOINT_POS_LIMITS[:, 0] - margin).any() or (
+        q > spec.JOINT_POS_LIMITS[:, 1] + margin
+    ).any():
+        low = spec.JOINT_POS_LIMITS[:, 0] - margin
+        high = spec.JOINT_POS_LIMITS[:, 1] + margin
+        names = [spec.JOINT_NAMES[i] for i in np.flatnonzero((q < low) | (q > high))]
         raise InputError(f'/joint_states rejected: position of {names} out of range', True)
-    if np.max(np.abs(tau)) > limits.joint_effort:
+    if np.abs(tau).max() > limits.joint_effort:
         raise InputError(
             f'/joint_states rejected: |effort| {np.max(np.abs(tau)):.3g} N m > '
             f'{limits.joint_effort} N m',
             True,
         )
-    if np.max(np.abs(qd)) > limits.joint_vel:
+    if np.abs(qd).max() > limits.joint_vel:
         raise InputError(
             f'/joint_states rejected: |velocity| {np.max(np.abs(qd)):.3g} rad/s > '
             f'{limits.joint_vel} rad/s',
@@ -125,7 +127,7 @@ def check_imu(quat_xyzw, ang_vel, limits=InputLimits()):
     norm = float(np.linalg.norm(quat))
     if abs(norm - 1.0) > limits.quat_norm_tol:
         raise InputError(f'/imu rejected: orientation quaternion norm {norm:.3g} is not 1', True)
-    if np.max(np.abs(ang_vel)) > limits.base_ang_vel:
+    if np.abs(ang_vel).max() > limits.base_ang_vel:
         raise InputError(
             f'/imu rejected: |angular velocity| {np.max(np.abs(ang_vel)):.3g} rad/s > '
             f'{limits.base_ang_vel} rad/s',
@@ -139,7 +141,7 @@ def check_odom(lin_vel, limits=InputLimits()):
     """Return the body-frame base linear velocity (3,); fault on bad values."""
     lin_vel = np.asarray(lin_vel, dtype=np.float64)
     check_finite('/odom', twist_linear=lin_vel)
-    if np.max(np.abs(lin_vel)) > limits.base_lin_vel:
+    if np.abs(lin_vel).max() > limits.base_lin_vel:
         raise InputError(
             f'/odom rejected: |linear velocity| {np.max(np.abs(lin_vel)):.3g} m/s > '
             f'{limits.base_lin_vel} m/s',

@@ -266,6 +266,13 @@ def bare_cpu(args, work, executor_name):
         log.close()
 
 
+def walk_policy_algorithm(policy):
+    """The algorithm named by the timed policy file's provenance (not the swapped-in one's)."""
+    from loco_policy.policy_file import OnnxPolicy
+
+    return OnnxPolicy(policy).contract.provenance.get('algorithm')
+
+
 def summarize(stats, cpu, policy, steps, args, tick_source):
     """Pick the benchmark figures out of policy_node's run summary."""
 
@@ -282,7 +289,7 @@ def summarize(stats, cpu, policy, steps, args, tick_source):
         'warm_poll': args.warm_poll,
         'tick_source': tick_source,
         'policy': policy,
-        'policy_algorithm': (stats.get('policy') or {}).get('provenance', {}).get('algorithm'),
+        'policy_algorithm': walk_policy_algorithm(policy),
         'mode_at_end': stats.get('mode'),
         'loop_rate_hz': round(stats.get('loop_rate_hz', 0.0), 3),
         'ticks': stats.get('ticks'),
