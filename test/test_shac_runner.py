@@ -40,3 +40,39 @@ def test_smoke_run_checkpoints_resumes_and_exports(tmp_path):
     assert info['algorithm'] == 'shac' and info['iterations'] == 8
     expected = resumed.shac.actor(resumed.shac.normalize(obs))
     torch.testing.assert_close(policy(obs), expected)
+
+
+def test_a_run_started_from_a_policy_file_acts_as_it_until_its_actor_warmup_ends(tmp_path):
+    import numpy as np
+    import pytest
+
+    from loco_policy.nodes.policy_node import SHIPPED_POLICY
+    from loco_policy.policy_file import file_sha256, OnnxPolicy
+    from loco_train.envs.vec_env import make_env
+
+    def runner(hidden=(256, 128, 64)):
+        shac = SHACConfig(horizon=4, critic_iterations=1, actor_warmup=1, actor_hidden=hidden)
+        cfg = ShacRunConfig(num_envs=8, iterations=1, log_dir=str(tmp_path), progress=False,
+                            checkpoint_interval=0, init_policy=SHIPPED_POLICY,
+                            shac=shac)  # fmt: skip
+        return ShacRunner(make_env('anymal', 8, seed=0, differentiable=True), cfg)
+
+    run = runner()
+    shipped = OnnxPolicy(SHIPPED_POLICY, warmup=0)
+    obs = np.random.default_rng(0).normal(size=(16, 48)) * 0.5
+
+    def gap():
+        with torch.no_grad():
+            ours = run.shac.actor(run.shac.normalize(torch.as_tensor(obs, dtype=torch.float32)))
+        return float(np.abs(ours.numpy() - np.array([shipped.act(o) for o in obs])).max())
+
+    assert gap() < 1e-5
+    run.learn()  # the warm-up iteration: critic only, the normaliser barely moves
+    assert gap() < 1e-3
+    run.cfg.iterations = 2
+    run.learn()  # the actor's first step
+    assert gap() > 1e-6
+    assert run.provenance()['init_policy_sha256'] == file_sha256(SHIPPED_POLICY)
+    run.env.close()
+    with pytest.raises(ValueError, match='--init-policy'):
+        runner(hidden=(64,))

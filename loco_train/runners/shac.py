@@ -31,6 +31,9 @@ from loco_train.runners import distributed
 from loco_train.sac.actor import bounds_from_box
 from loco_train.shac import SHAC, SHACConfig
 
+START_COUNT = 1e6
+"""Samples the normaliser of a run started from a policy file counts as already seen."""
+
 
 @dataclass
 class ShacRunConfig:
@@ -54,6 +57,8 @@ class ShacRunConfig:
     """Completed episodes averaged into the reported return and length."""
     progress: bool = True
     """Show a tqdm progress bar on stderr."""
+    init_policy: str = ''
+    """Exported policy file (ONNX) whose actor and normaliser the run starts from ('' fresh)."""
     shac: SHACConfig = field(default_factory=SHACConfig)
     """The algorithm's hyperparameters."""
 
@@ -78,6 +83,9 @@ class ShacRunner:
             env_offset=getattr(env, 'offset', 0) if parallel else 0,
             population=config.num_envs if parallel else None,
         )
+        self.init_sha256 = ''
+        if config.init_policy:
+            self._start_from(config.init_policy)
         distributed.broadcast_modules_(  # rank 0's initial weights everywhere
             self.shac.actor, self.shac.critic, self.shac.target_critic, self.shac.normalizer
         )
@@ -94,6 +102,26 @@ class ShacRunner:
         self.writer = None
         self.iteration_seconds = []  # wall time of each iteration of this invocation (s)
         self.iteration_cpu_seconds = []  # this process's CPU time of each iteration (s)
+
+    def _start_from(self, path):
+        """Load an exported policy's actor mean and normaliser (ValueError when they differ).
+
+        The normaliser's count is set to START_COUNT, so the new run's observations move its
+        statistics slowly instead of replacing them with the first window's.
+        """
+        from loco_policy.policy_file import file_sha256
+        from loco_train.finetune.learner import actor_from_onnx, WarmStartError
+
+        try:
+            actor, normalizer = actor_from_onnx(path, sigma0=self.shac.cfg.sigma0)
+            self.shac.actor.load_state_dict(actor.state_dict())
+        except (WarmStartError, RuntimeError) as error:  # RuntimeError: other layer sizes
+            raise ValueError(f'--init-policy {path}: {error}') from None
+        with torch.no_grad():
+            self.shac.normalizer.mean.copy_(normalizer.mean)
+            self.shac.normalizer.var.copy_(normalizer.var)
+            self.shac.normalizer.count.fill_(START_COUNT)
+        self.init_sha256 = file_sha256(path)
 
     @property
     def checkpoint_path(self):
@@ -123,11 +151,18 @@ class ShacRunner:
                 self.shac.iterations,
                 0.0 if math.isnan(self.mean_return()) else self.mean_return(),
                 getattr(self.env, 'command_ranges', None),
-                getattr(self.env, 'provenance', None),
+                self.provenance(),
             ),
         }
         atomic_torch_save(state, self.checkpoint_path)
         return self.checkpoint_path
+
+    def provenance(self):
+        """Provenance keys of the exported policy: the env's, and the policy started from."""
+        keys = dict(getattr(self.env, 'provenance', None) or {})
+        if self.init_sha256:
+            keys['init_policy_sha256'] = self.init_sha256
+        return keys
 
     def load(self, path):
         """Resume from a checkpoint written by save()."""
@@ -254,6 +289,15 @@ OPTIONS = {
     'critic_lr': ('shac.critic_lr', 'critic learning rate (default %(default)s)'),
     'grad_norm': ('shac.grad_norm', 'gradient-norm clip (default %(default)s)'),
     'sigma0': ('shac.sigma0', 'initial exploration std (default %(default)s)'),
+    'actor_warmup': (
+        'shac.actor_warmup',
+        'first iterations without an actor step, the critic learning first (default %(default)s)',
+    ),
+    'init_policy': (
+        'init_policy',
+        'start the actor and normaliser from this exported policy file (ONNX; its network must '
+        'match --actor-hidden), e.g. to adapt a deployed policy to fitted drives',
+    ),
 }
 
 
@@ -341,7 +385,11 @@ def _train(args, ranks):
         print(f'loco-train shac: {cfg.env} is not differentiable (no detach())', file=sys.stderr)
         return 2
     try:
-        runner = ShacRunner(env, cfg, ranks)
+        try:
+            runner = ShacRunner(env, cfg, ranks)
+        except ValueError as error:  # an --init-policy that does not fit
+            print(f'loco-train shac: {error}', file=sys.stderr)
+            return 2
         torch.manual_seed(cfg.seed + ranks.rank)  # anything else random differs per rank
         if args.resume:
             runner.load(args.resume)

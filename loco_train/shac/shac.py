@@ -65,6 +65,9 @@ class SHACConfig:
     """Activation of both MLPs."""
     sigma0: float = 0.3
     """Initial exploration standard deviation of the actor's latent Gaussian."""
+    actor_warmup: int = 0
+    """First iterations without an actor step: the critic learns the (warm-started) policy's
+    values before their gradients move it."""
     normalize_obs: bool = True
     """Keep a running observation normaliser (baked into the exported policy)."""
     extra: dict = field(default_factory=dict)
@@ -212,7 +215,9 @@ class SHAC:
         finite = bool(torch.isfinite(loss))
         if self.sync is not None:  # every rank takes the same branch
             finite = self.sync.all_true(finite)
-        if finite:
+        if self.iterations < cfg.actor_warmup:  # the same on every rank
+            metrics['actor_warmup'] = 1.0
+        elif finite:
             loss.backward()
             if self.sync is not None:  # mean over ranks of equal-size means: the global mean
                 self.sync.reduce_gradients_(self.actor.parameters(), average=True)
