@@ -30,9 +30,8 @@ import torch
 from loco_policy import spec
 from loco_train.finetune.ingest import replay_fields
 from loco_train.policy.export import DeployedPolicy, export_policy
-from loco_train.policy.normalizer import EmpiricalNormalizer
+from loco_train.policy.onnx_import import actor_from_onnx, PolicyImportError
 from loco_train.policy.onnx_template import OnnxTemplate
-from loco_train.sac.actor import SquashedGaussianActor
 from loco_train.sac.batch import Batch
 from loco_train.sac.replay_buffer import ReplayBuffer
 from loco_train.sac.sac import SAC, SACConfig
@@ -90,114 +89,6 @@ class FinetuneConfig:
     """Gradient-norm clip of each network."""
 
 
-def _initializers(path):
-    """Name -> numpy array of every initializer of an ONNX file."""
-    import onnx
-    from onnx import numpy_helper
-
-    try:
-        model = onnx.load(path)
-    except Exception as error:  # protobuf decode errors have no common base class
-        raise WarmStartError(
-            f'{path}: not an ONNX file ({type(error).__name__}: {error})'
-        ) from None
-    return {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
-
-
-def actor_from_onnx(path, sigma0=0.3):
-    """(SquashedGaussianActor, EmpiricalNormalizer) with the weights of an exported policy file.
-
-    The exporter writes the actor's parameters under their module names (actor.trunk.<i>.*,
-    actor.head.*, actor.b, actor.c) and the normaliser as its mean and sqrt(var + eps); hidden
-    sizes and the activation are read from the graph.
-    """
-    import onnx
-
-    weights = _initializers(path)
-    trunk = sorted(
-        (int(name.split('.')[2]), name)
-        for name in weights
-        if name.startswith('actor.trunk.') and name.endswith('.weight')
-    )
-    needed = ('actor.head.weight', 'actor.head.bias', 'actor.b', 'actor.c', 'normalizer.mean')
-    if not trunk or any(name not in weights for name in needed):
-        raise WarmStartError(
-            f'{path}: not a squashed-Gaussian actor as loco-train shac/sac export it '
-            f'(initializers {sorted(weights)[:6]}...); warm-start from a SAC checkpoint instead'
-        )
-    activation = _trunk_activation(onnx.load(path).graph, trunk[0][1])
-    if activation is None:
-        raise WarmStartError(f'{path}: the first trunk layer is not followed by Elu/Tanh/Relu')
-    hidden = tuple(int(weights[name].shape[0]) for _, name in trunk)
-    b, c = weights['actor.b'].copy(), weights['actor.c'].copy()
-    actor = SquashedGaussianActor(
-        int(weights[trunk[0][1]].shape[1]),
-        b,
-        c,
-        hidden=hidden,
-        activation=activation,
-        sigma0=sigma0,
-    )
-    state = {
-        key: torch.as_tensor(np.array(weights[f'actor.{key}']))
-        for key in [n[len('actor.') :] for n in weights if n.startswith('actor.')]
-    }
-    actor.load_state_dict(state)
-    normalizer = EmpiricalNormalizer(actor.trunk[0].in_features)
-    # the exporter folds sqrt(var + eps) into one constant; its name is torch's ('sqrt')
-    scale = weights.get('sqrt')
-    if scale is None or scale.shape != weights['normalizer.mean'].shape:
-        shape = weights['normalizer.mean'].shape
-        scale = next(
-            (
-                v
-                for n, v in weights.items()
-                if v.shape == shape and not n.startswith(('actor.', 'normalizer.'))
-            ),
-            None,
-        )
-    if scale is None:
-        raise WarmStartError(f'{path}: the normaliser scale is not in the graph')
-    with torch.no_grad():
-        normalizer.mean.copy_(torch.as_tensor(weights['normalizer.mean'].copy()))
-        var = torch.as_tensor(scale.copy(), dtype=torch.float64) ** 2 - normalizer.eps
-        normalizer.var.copy_(var.clamp_min(0.0).float())
-        normalizer.count.fill_(1.0)
-    _check_against_onnx(path, actor, normalizer)
-    return actor, normalizer
-
-
-def _trunk_activation(graph, first_weight):
-    """The activation name of the op that consumes the first trunk Gemm's output, or None."""
-    names = {'Elu': 'elu', 'Tanh': 'tanh', 'Relu': 'relu'}
-    gemm = next((n for n in graph.node if n.op_type == 'Gemm' and first_weight in n.input), None)
-    if gemm is None:
-        return None
-    follower = next((n for n in graph.node if gemm.output[0] in n.input), None)
-    return names.get(follower.op_type) if follower is not None else None
-
-
-def _check_against_onnx(path, actor, normalizer, samples=64, tolerance=1e-4):
-    """Raise WarmStartError unless the rebuilt actor's mean action equals the file's."""
-    from loco_policy.policy_file import OnnxPolicy
-
-    generator = torch.Generator().manual_seed(1)
-    std = torch.sqrt(normalizer.var + normalizer.eps)
-    obs = normalizer.mean + std * torch.randn(
-        samples, normalizer.mean.shape[0], generator=generator
-    )
-    with torch.no_grad():
-        ours = DeployedPolicy(normalizer, actor).eval()(obs).numpy()
-    policy = OnnxPolicy(path, warmup=0)
-    theirs = np.array([policy.act(row) for row in obs.numpy().astype(np.float64)])
-    error = float(np.abs(ours - theirs).max())
-    if not error < tolerance:
-        raise WarmStartError(
-            f'{path}: the rebuilt actor differs from the file by {error:.3g} (over {tolerance}); '
-            "its layout is not the exporter's"
-        )
-
-
 def contract_command_ranges(path):
     """The command_ranges of a policy file's contract, as exported (dict name -> [low, high])."""
     from loco_policy.policy_file import OnnxPolicy
@@ -244,7 +135,10 @@ class FineTuner:
         import hashlib
 
         config = config or FinetuneConfig()
-        actor, normalizer = actor_from_onnx(path)
+        try:
+            actor, normalizer = actor_from_onnx(path)
+        except PolicyImportError as error:
+            raise WarmStartError(f'{error}; warm-start from a SAC checkpoint instead') from None
         sac = SAC(
             actor.trunk[0].in_features, actor.b, actor.c, _sac_config(config, actor), device=device
         )

@@ -110,12 +110,12 @@ class ShacRunner:
         statistics slowly instead of replacing them with the first window's.
         """
         from loco_policy.policy_file import file_sha256
-        from loco_train.finetune.learner import actor_from_onnx, WarmStartError
+        from loco_train.policy.onnx_import import actor_from_onnx, PolicyImportError
 
         try:
             actor, normalizer = actor_from_onnx(path, sigma0=self.shac.cfg.sigma0)
             self.shac.actor.load_state_dict(actor.state_dict())
-        except (WarmStartError, RuntimeError) as error:  # RuntimeError: other layer sizes
+        except (PolicyImportError, RuntimeError) as error:  # RuntimeError: other layer sizes
             raise ValueError(f'--init-policy {path}: {error}') from None
         with torch.no_grad():
             self.shac.normalizer.mean.copy_(normalizer.mean)
