@@ -103,8 +103,8 @@ def reward_terms(base_lin_vel, base_ang_vel, base_quat, command, effort, action,
     sigma2 = spec.TRACKING_SIGMA**2
     return np.array(
         [
-            math.exp(-((vx - cx) ** 2 + (vy - cy) ** 2) / sigma2),
-            math.exp(-((wz - cz) ** 2) / sigma2),
+            math.exp(-((vx - cx) * (vx - cx) + (vy - cy) * (vy - cy)) / sigma2),
+            math.exp(-(wz - cz) * (wz - cz) / sigma2),
             vz * vz,
             wx * wx + wy * wy,
             gx * gx + gy * gy,

@@ -76,3 +76,29 @@ def test_a_run_started_from_a_policy_file_acts_as_it_until_its_actor_warmup_ends
     run.env.close()
     with pytest.raises(ValueError, match='--init-policy'):
         runner(hidden=(64,))
+
+
+def test_a_resumed_run_keeps_the_policy_it_started_from_and_both_flags_are_refused(tmp_path):
+    import subprocess
+    import sys
+
+    from loco_policy.nodes.policy_node import SHIPPED_POLICY
+    from loco_policy.policy_file import file_sha256
+    from loco_train.envs.vec_env import make_env
+
+    shac = SHACConfig(horizon=2, critic_iterations=1, actor_warmup=1)
+    cfg = ShacRunConfig(num_envs=4, iterations=1, log_dir=str(tmp_path), progress=False,
+                        checkpoint_interval=0, init_policy=SHIPPED_POLICY, shac=shac)  # fmt: skip
+    run = ShacRunner(make_env('anymal', 4, seed=0, differentiable=True), cfg)
+    run.learn()
+    run.env.close()
+    cfg = ShacRunConfig(num_envs=4, iterations=1, log_dir=str(tmp_path), progress=False,
+                        checkpoint_interval=0, shac=SHACConfig(horizon=2))  # fmt: skip
+    fresh = ShacRunner(make_env('anymal', 4, seed=0, differentiable=True), cfg)
+    fresh.load(str(tmp_path / 'checkpoint.pt'))
+    assert fresh.provenance()['init_policy_sha256'] == file_sha256(SHIPPED_POLICY)
+    fresh.env.close()
+    argv = [sys.executable, '-m', 'loco_train.cli', 'shac', '--iterations', '1', '--resume',
+            str(tmp_path / 'checkpoint.pt'), '--init-policy', SHIPPED_POLICY]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and 'not both' in done.stderr

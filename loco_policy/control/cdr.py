@@ -186,7 +186,12 @@ def joint_state_bytes(sec, nanosec, frame_id, names, position, velocity, effort)
 
 
 def float32_multiarray_bytes(dims, data):
-    """std_msgs/Float32MultiArray bytes: dims [(label, size, stride)], data_offset 0, data."""
+    """std_msgs/Float32MultiArray bytes: dims [(label, size, stride)], data_offset 0, data.
+
+    data must already be float32 (a silent cast could turn a large float64 into inf).
+    """
+    if np.asarray(data).dtype != np.float32:
+        raise ValueError(f'Float32MultiArray data must be float32, not {np.asarray(data).dtype}')
     w = _Writer()
     w.uint32(len(dims))
     for label, size, stride in dims:

@@ -4,9 +4,9 @@ Ticking on the arrival of /joint_states (as a robot's controller synchronised to
 estimator does) makes the command use a state that is fresh, not up to one state period old. The
 schedule keeps the 50 Hz average exactly when the state rate is not a multiple of it: each tick
 is due one control period after the previous due time, and the first state arriving within half
-a state period of that time triggers it. A fallback check (called by a faster timer) ticks when
-states stop arriving, so the watchdog still sees them go stale. The simulated robot's publish
-grid (its driver clock, the other end of that timing) is here too. No ROS here.
+a state period of that time triggers it. A fallback check (a timer restarted at every tick)
+ticks when states stop arriving, so the watchdog still sees them go stale. The simulated robot's
+publish grid (its driver clock, the other end of that timing) is here too. No ROS here.
 """
 
 import math

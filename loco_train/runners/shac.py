@@ -112,11 +112,35 @@ class ShacRunner:
         from loco_policy.policy_file import file_sha256
         from loco_train.policy.onnx_import import actor_from_onnx, PolicyImportError
 
+        if not self.shac.cfg.normalize_obs:
+            raise ValueError(f'--init-policy {path}: needs the observation normaliser on')
         try:
             actor, normalizer = actor_from_onnx(path, sigma0=self.shac.cfg.sigma0)
-            self.shac.actor.load_state_dict(actor.state_dict())
-        except (PolicyImportError, RuntimeError) as error:  # RuntimeError: other layer sizes
+        except PolicyImportError as error:
             raise ValueError(f'--init-policy {path}: {error}') from None
+        own = self.shac.actor_kwargs
+        differences = [
+            f'{name} {theirs} here {ours}'
+            for name, theirs, ours in (
+                (
+                    'hidden sizes',
+                    tuple(m.out_features for m in actor.trunk if hasattr(m, 'out_features')),
+                    tuple(own['hidden']),
+                ),
+                ('activation', type(actor.trunk[1]).__name__.lower(), own['activation']),
+            )
+            if theirs != ours
+        ]
+        boxes = (('action centre', actor.b, own['action_bias']),
+                 ('action half-range', actor.c, own['action_scale']))  # fmt: skip
+        for name, theirs, ours in boxes:
+            if not torch.allclose(theirs.float(), torch.tensor(ours).float(), atol=1e-6):
+                differences.append(f'{name} {theirs.tolist()} here {ours}')
+        if differences:
+            raise ValueError(
+                f"--init-policy {path}: the file's actor differs: " + '; '.join(differences)
+            )
+        self.shac.actor.load_state_dict(actor.state_dict())
         with torch.no_grad():
             self.shac.normalizer.mean.copy_(normalizer.mean)
             self.shac.normalizer.var.copy_(normalizer.var)
@@ -139,6 +163,7 @@ class ShacRunner:
         state = {
             'shac': self.shac.state_dict(),
             'runner': asdict(self.cfg),
+            'init_policy_sha256': self.init_sha256,
             'env_steps': self.env_steps,
             'skipped': self.skipped,
             'returns': list(self.returns),
@@ -168,6 +193,7 @@ class ShacRunner:
         """Resume from a checkpoint written by save()."""
         state = torch_load(path, map_location=self.cfg.device)
         self.shac.load_state_dict(state['shac'])
+        self.init_sha256 = state.get('init_policy_sha256', '')
         self.env_steps, self.skipped = int(state['env_steps']), int(state['skipped'])
         self.returns.extend(state['returns'])
         self.lengths.extend(state['lengths'])
@@ -356,6 +382,10 @@ def _train(args, ranks):
     from loco_train.envs.vec_env import make_env
 
     cfg = config_from_args(args)
+    if args.resume and cfg.init_policy:
+        print('loco-train shac: --resume continues a run; --init-policy starts one, not both',
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.resume and not cfg.log_dir:
         cfg.log_dir = os.path.dirname(os.path.abspath(args.resume))
     population = {}
