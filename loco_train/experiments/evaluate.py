@@ -75,14 +75,14 @@ class EvalConfig:
     """Actuator YAML (fit-actuator's layout) for the MuJoCo drives ('': the ideal PD drive)."""
 
 
-def schedule_command(t):
+def schedule_command(t, schedule=SCHEDULE):
     """Return (segment index, command (3,)) at time t (s) of the schedule."""
     start = 0.0
-    for index, (_, seconds, command) in enumerate(SCHEDULE):
+    for index, (_, seconds, command) in enumerate(schedule):
         if t < start + seconds:
             return index, np.asarray(command)
         start += seconds
-    return len(SCHEDULE) - 1, np.asarray(SCHEDULE[-1][2])
+    return len(schedule) - 1, np.asarray(schedule[-1][2])
 
 
 def tilt(quat):
@@ -107,13 +107,14 @@ def _control_tick(ctrl, backend, rng, config, t, command=None):
     return tick
 
 
-def run_episode(policy, backend, config, seed, video=None):
+def run_episode(policy, backend, config, seed, video=None, schedule=SCHEDULE):
     """Run the schedule once through the deployment Controller; return traces and falls.
 
     The robot is stood up exactly as on hardware (PASSIVE -> STAND -> WALK through the safety
     state machine), then the schedule runs in WALK with the controller's action clipping and
     target rate limit. Leaving WALK (a fault) counts as a fall. video (a RolloutVideo or None)
-    is offered the state after every schedule tick; it only reads it.
+    is offered the state after every schedule tick; it only reads it. schedule: (name, s,
+    command) segments, SCHEDULE unless given; the trace adds the joint positions q (T, 12).
     """
     rng = np.random.default_rng(seed)
     backend.reset()
@@ -126,12 +127,13 @@ def run_episode(policy, backend, config, seed, video=None):
         ctrl.request(request, t)
     if ctrl.fsm.mode is not Mode.WALK:
         raise RuntimeError(f'the controller did not reach WALK: {ctrl.status(t)}')
-    steps = int(round(sum(s for _, s, _ in SCHEDULE) / spec.CONTROL_DT))
-    trace = {'t': [], 'segment': [], 'command': [], 'lin_vel': [], 'ang_vel': [], 'height': []}
+    steps = int(round(sum(s for _, s, _ in schedule) / spec.CONTROL_DT))
+    trace = {'t': [], 'segment': [], 'command': [], 'lin_vel': [], 'ang_vel': [], 'height': [],
+             'q': []}  # fmt: skip
     terms = []  # (7,) raw reward terms of each WALK tick, as the robot computes them
     fell = False
     for k in range(steps):
-        segment, command = schedule_command(k * spec.CONTROL_DT)
+        segment, command = schedule_command(k * spec.CONTROL_DT, schedule)
         tick = _control_tick(ctrl, backend, rng, config, t, command)
         if tick.row is not None:
             terms.append(tick.row.reward_terms)
@@ -143,9 +145,10 @@ def run_episode(policy, backend, config, seed, video=None):
         trace['lin_vel'].append(state.base_lin_vel[:2].copy())
         trace['ang_vel'].append(float(state.base_ang_vel[2]))
         trace['height'].append(float(state.base_pos[2]))
+        trace['q'].append(state.q.copy())
         if video is not None:
             measured = (*state.base_lin_vel[:2], state.base_ang_vel[2])
-            video.add(trace['t'][-1], state_qpos(state), command, measured, SCHEDULE[segment][0])
+            video.add(trace['t'][-1], state_qpos(state), command, measured, schedule[segment][0])
         fallen = state.base_pos[2] < config.fall_height or tilt(state.base_quat) > config.fall_tilt
         if fallen or ctrl.fsm.mode is not Mode.WALK:
             fell = True
@@ -156,10 +159,10 @@ def run_episode(policy, backend, config, seed, video=None):
     return trace
 
 
-def segment_errors(trace):
+def segment_errors(trace, schedule=SCHEDULE):
     """Mean absolute planar-velocity and yaw-rate errors per segment (nan if not reached)."""
     start, errors = 0.0, {}
-    for index, (name, seconds, _) in enumerate(SCHEDULE):
+    for index, (name, seconds, _) in enumerate(schedule):
         mask = (trace['segment'] == index) & (trace['t'] > start + SETTLE_S)
         start += seconds
         if not np.any(mask):
