@@ -50,8 +50,9 @@ def test_a_run_started_from_a_policy_file_acts_as_it_until_its_actor_warmup_ends
     from loco_policy.policy_file import file_sha256, OnnxPolicy
     from loco_train.envs.vec_env import make_env
 
-    def runner(hidden=(256, 128, 64)):
-        shac = SHACConfig(horizon=4, critic_iterations=1, actor_warmup=1, actor_hidden=hidden)
+    def runner(hidden=(256, 128, 64), activation='elu'):
+        shac = SHACConfig(horizon=4, critic_iterations=1, actor_warmup=1, actor_hidden=hidden,
+                          activation=activation)  # fmt: skip
         cfg = ShacRunConfig(num_envs=8, iterations=1, log_dir=str(tmp_path), progress=False,
                             checkpoint_interval=0, init_policy=SHIPPED_POLICY,
                             shac=shac)  # fmt: skip
@@ -74,8 +75,10 @@ def test_a_run_started_from_a_policy_file_acts_as_it_until_its_actor_warmup_ends
     assert gap() > 1e-6
     assert run.provenance()['init_policy_sha256'] == file_sha256(SHIPPED_POLICY)
     run.env.close()
-    with pytest.raises(ValueError, match='--init-policy'):
+    with pytest.raises(ValueError, match='hidden'):
         runner(hidden=(64,))
+    with pytest.raises(ValueError, match='activation elu here tanh'):
+        runner(activation='tanh')
 
 
 def test_a_resumed_run_keeps_the_policy_it_started_from_and_both_flags_are_refused(tmp_path):

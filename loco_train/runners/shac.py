@@ -119,27 +119,15 @@ class ShacRunner:
         except PolicyImportError as error:
             raise ValueError(f'--init-policy {path}: {error}') from None
         own = self.shac.actor_kwargs
-        differences = [
-            f'{name} {theirs} here {ours}'
-            for name, theirs, ours in (
-                (
-                    'hidden sizes',
-                    tuple(m.out_features for m in actor.trunk if hasattr(m, 'out_features')),
-                    tuple(own['hidden']),
-                ),
-                ('activation', type(actor.trunk[1]).__name__.lower(), own['activation']),
-            )
-            if theirs != ours
-        ]
-        boxes = (('action centre', actor.b, own['action_bias']),
-                 ('action half-range', actor.c, own['action_scale']))  # fmt: skip
-        for name, theirs, ours in boxes:
-            if not torch.allclose(theirs.float(), torch.tensor(ours).float(), atol=1e-6):
-                differences.append(f'{name} {theirs.tolist()} here {ours}')
+        hidden = tuple(m.out_features for m in actor.trunk if isinstance(m, torch.nn.Linear))
+        found = {'hidden': hidden, 'activation': type(actor.trunk[1]).__name__.lower()}
+        wanted = {'hidden': tuple(own['hidden']), 'activation': own['activation']}
+        differences = [f'{k} {v} here {wanted[k]}' for k, v in found.items() if v != wanted[k]]
+        for key, value in (('action_bias', actor.b), ('action_scale', actor.c)):
+            if not np.allclose(value.tolist(), own[key], atol=1e-6):
+                differences.append(f'{key} {value.tolist()} here {own[key]}')
         if differences:
-            raise ValueError(
-                f"--init-policy {path}: the file's actor differs: " + '; '.join(differences)
-            )
+            raise ValueError(f"--init-policy {path}: the file's actor differs: {differences}")
         self.shac.actor.load_state_dict(actor.state_dict())
         with torch.no_grad():
             self.shac.normalizer.mean.copy_(normalizer.mean)
