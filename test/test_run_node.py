@@ -1,4 +1,4 @@
-"""run_node's reading of a Ctrl-C that arrives inside a C++ call."""
+"""run_node's reading of a Ctrl-C: inside a C++ call, and while the node is being built."""
 
 from loco_policy.nodes import interrupted
 
@@ -28,3 +28,39 @@ def test_a_plain_error_is_not_an_interrupt():
     except TypeError as error:
         assert not interrupted(error)
     assert not interrupted(RuntimeError('x'))
+
+
+SLOW_NODE = """
+import sys, time
+from loco_policy.nodes import run_node
+
+def build():
+    print('building', flush=True)
+    time.sleep(30)  # a slow import or file load; Ctrl-C lands here
+    raise AssertionError('not interrupted')
+
+sys.exit(run_node('slow_node', build, args=[]))
+"""
+
+
+def test_a_ctrl_c_while_the_node_is_built_is_a_clean_stop(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from test.helpers.deploy_fixtures import ros_env
+
+    proc = subprocess.Popen(
+        [sys.executable, '-c', SLOW_NODE], env=ros_env('slow_node'), cwd=os.getcwd(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == 'building'
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert 'Traceback' not in err

@@ -74,8 +74,8 @@ def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
     -h or --help (before --ros-args) prints node_help and returns 0 without starting ROS. An
     exception of a type in `refused` (or a parameter of the wrong type) raised while building
     is a refusal to start: its message is printed and the exit code is 2; so is a missing module
-    of a requirement group (one line naming the group). on_exit(node) runs before the node is
-    destroyed.
+    of a requirement group (one line naming the group). A stop signal while building returns 0.
+    on_exit(node) runs before the node is destroyed.
     spin(node), when given, replaces rclpy.spin(node).
     """
     if wants_help(sys.argv if args is None else args):
@@ -95,6 +95,13 @@ def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
         print(f'{name}: {error}', file=sys.stderr, flush=True)
         rclpy.try_shutdown()
         return 2
+    except BaseException as error:
+        # Ctrl-C/SIGTERM while the node is still being built (a slow import such as
+        # onnxruntime's re-raises it as ImportError) is a stop request, not a failure
+        rclpy.try_shutdown()
+        if interrupted(error):
+            return 0
+        raise
     try:
         (spin or rclpy.spin)(node)
     except (KeyboardInterrupt, ExternalShutdownException):
