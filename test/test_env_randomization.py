@@ -1,10 +1,12 @@
 import numpy as np
+import pytest
 import torch
 
 from loco_policy import spec
 from loco_train.envs.randomization import (
     add_observation_noise,
     noise_scale,
+    parse_overrides,
     push_mask,
     RandomizationConfig,
     sample_params,
@@ -46,3 +48,17 @@ def test_push_rate_matches_the_interval():
     rate = np.mean([push_mask(1000, 0.02, cfg, gen).float().mean().item() for _ in range(50)])
     assert abs(rate - 0.01) < 0.002
     assert not push_mask(10, 0.02, RandomizationConfig(enabled=False)).any()
+
+
+def test_randomize_overrides_widen_the_ranges_and_draw_a_command_delay():
+    cfg = RandomizationConfig(**parse_overrides(['mass_offset=-2:15', 'delay=0:0.02']))
+    assert cfg.mass_offset == (-2.0, 15.0) and cfg.delay == (0.0, 0.02)
+    params = sample_params(400, cfg, torch.Generator().manual_seed(0), max_delay=0.04)
+    assert params['delay'].min() >= 0.0 and params['delay'].max() <= 0.02
+    assert params['delay'].std() > 0.004 and params['mass_offset'].max() > 10.0
+    assert 'delay' not in sample_params(4, RandomizationConfig())  # default: the drives' own
+    with pytest.raises(ValueError, match='beyond the drives'):
+        sample_params(4, RandomizationConfig(delay=(0.0, 0.05)), max_delay=0.04)
+    for bad in ('delay=0.02:0', 'friction=-1:1', 'kp_scale=1', 'sigma=0:1', 'delay=0:nan'):
+        with pytest.raises(ValueError, match='randomize'):
+            parse_overrides([bad])

@@ -391,5 +391,8 @@ def make_vec_env(num_envs, device='cpu', seed=0, **overrides):
     commands = overrides.pop('command_overrides', None)
     if commands:  # NAME=VALUE strings from the trainers' --command options
         overrides['commands'] = CommandConfig(**parse_command_overrides(commands))
+    ranges = overrides.pop('randomization_overrides', None)
+    if ranges:  # NAME=LOW:HIGH strings from the trainers' --randomize options
+        overrides['randomization'] = RandomizationConfig(**randomization.parse_overrides(ranges))
     config = AnymalEnvConfig(**overrides)
     return AnymalEnv(num_envs, config, device, seed)

@@ -4,7 +4,8 @@ With a fitted actuator model (loco_train.envs.actuator_fit) the drives' gains, a
 friction, damping and delay are drawn around the fit instead of the PD gains around the spec's.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+import math
 
 import numpy as np
 import torch
@@ -36,6 +37,9 @@ class RandomizationConfig:
     """Multiplier range on the PD stiffness, per environment and joint."""
     kd_scale: tuple = (0.8, 1.2)
     """Multiplier range on the PD damping, per environment and joint."""
+    delay: tuple = (0.0, 0.0)
+    """Command delay range (s) of the spec's PD drives, per environment (at most the
+    simulator's two control steps); with a fitted actuator model the fit's delay is used."""
     push_interval_s: float = 8.0
     """Mean seconds between base-velocity kicks of an environment (0: no pushes)."""
     push_velocity: float = 0.5
@@ -64,6 +68,7 @@ def _uniform(generator, low, high, shape):
 def sample_params(num_envs, config, generator=None, actuator=None, max_delay=0.04):
     """Per-env simulator parameters kp, kd (N, 12), mass_offset, mu (N,) as numpy arrays.
 
+    With config.delay's upper end above 0 also delay (N,) s.
     actuator: an ActuatorFit (actuator_fit.py) or None. With one, also armature, friction,
     damping (N, 12) and delay (N,), all drawn around the fit (its values when disabled);
     max_delay: the longest delay the simulator holds (s).
@@ -78,12 +83,18 @@ def sample_params(num_envs, config, generator=None, actuator=None, max_delay=0.0
             'mass_offset': np.zeros(n),
             'mu': np.full(n, float(np.mean(config.friction))),
         }
-    return {
+    params = {
         'kp': spec.KP * _uniform(generator, *config.kp_scale, (n, j)),
         'kd': spec.KD * _uniform(generator, *config.kd_scale, (n, j)),
         'mass_offset': _uniform(generator, *config.mass_offset, (n,)),
         'mu': _uniform(generator, *config.friction, (n,)),
     }
+    if config.delay[1] > 0.0:  # drawn only when asked for: default runs keep their streams
+        low, high = config.delay
+        if high > max_delay * (1.0 + 1e-9):
+            raise ValueError(f"delay range {config.delay} s beyond the drives' {max_delay} s")
+        params['delay'] = _uniform(generator, low, high, (n,))
+    return params
 
 
 def _sample_actuator(n, config, generator, actuator, max_delay):
@@ -106,6 +117,53 @@ def _sample_actuator(n, config, generator, actuator, max_delay):
         'delay': _uniform(generator, *bounds['delay'], (n,)),
         **drawn,
     }
+
+
+RANGE_FIELDS = ('mass_offset', 'friction', 'kp_scale', 'kd_scale', 'delay')
+"""RandomizationConfig fields given as LOW:HIGH ranges."""
+
+NUMBER_FIELDS = ('push_interval_s', 'push_velocity')
+"""RandomizationConfig fields given as one number."""
+
+
+def add_override_argument(parser):
+    """Add the trainers' repeatable `--randomize NAME=LOW:HIGH` option (parse_overrides)."""
+    parser.add_argument(
+        '--randomize',
+        action='append',
+        default=[],
+        metavar='NAME=LOW:HIGH',
+        help='override a randomisation range of the anymal env (repeatable): '
+        f'{", ".join(RANGE_FIELDS)} as LOW:HIGH, {", ".join(NUMBER_FIELDS)} as a number, '
+        'e.g. --randomize mass_offset=-2:15 --randomize delay=0:0.02',
+    )
+
+
+def parse_overrides(items):
+    """RandomizationConfig keyword overrides from 'name=value' strings; ValueError on a bad one."""
+    out = {}
+    for item in items or ():
+        name, sep, value = (part.strip() for part in item.partition('='))
+        try:
+            numbers = [float(v) for v in value.split(':')]
+        except ValueError:
+            numbers = []
+        finite = bool(numbers) and all(math.isfinite(v) for v in numbers)
+        if name in RANGE_FIELDS and sep and finite and len(numbers) == 2:
+            if numbers[0] > numbers[1] or (name != 'mass_offset' and numbers[0] < 0.0):
+                raise ValueError(f'randomize {item!r}: needs 0 <= LOW <= HIGH')
+            out[name] = (numbers[0], numbers[1])
+        elif name in NUMBER_FIELDS and sep and finite and len(numbers) == 1 and numbers[0] >= 0:
+            out[name] = numbers[0]
+        else:
+            raise ValueError(
+                f'randomize {item!r}: expected NAME=LOW:HIGH with NAME one of {RANGE_FIELDS} '
+                f'or NAME=NUMBER (>= 0) with NAME one of {NUMBER_FIELDS}'
+            )
+    return out
+
+
+assert set(RANGE_FIELDS + NUMBER_FIELDS) <= {f.name for f in fields(RandomizationConfig)}
 
 
 def noise_scale(config):

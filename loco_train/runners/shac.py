@@ -24,6 +24,7 @@ from tqdm import tqdm
 from loco_train.envs import env_overrides
 from loco_train.envs.actuator_fit import add_actuator_argument
 from loco_train.envs.commands import add_command_argument
+from loco_train.envs.randomization import add_override_argument as add_randomize_argument
 from loco_train.envs.rewards import add_override_argument
 from loco_train.policy.atomic_io import atomic_torch_save, torch_load
 from loco_train.policy.export import policy_payload
@@ -346,6 +347,7 @@ def add_arguments(parser):
     )
     add_override_argument(parser)
     add_command_argument(parser)
+    add_randomize_argument(parser)
     add_actuator_argument(parser)
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')

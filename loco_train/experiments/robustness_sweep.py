@@ -1,0 +1,203 @@
+"""Robustness of policy files in MuJoCo over payload × drive gains × friction × command latency.
+
+`python -m loco_train.experiments.robustness_sweep --out runs/robustness`
+evaluates each policy (default: the shipped SHAC and PPO files) in every cell of the grid with
+`loco-train eval`'s episode (the deployment controller on the fixed 20 s command schedule, MuJoCo
+as the independent simulator), `--seeds` episodes per cell, cells spread over `--workers`
+processes. Each finished cell is appended to OUT/cells.jsonl at once, so a killed sweep resumes
+where it stopped. Writes OUT/robustness.png (one heat-map of the tracking error per policy,
+friction and latency, payload against gain scale, the falls written in each cell) and prints one
+JSON line: per policy the cells it walks in (no fall), and the cells where the first policy falls
+while another walks.
+"""
+
+import argparse
+from concurrent.futures import as_completed, ProcessPoolExecutor
+import contextlib
+import itertools
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+POLICIES = ('anymal_c_walk.onnx', 'anymal_c_walk_ppo.onnx')
+"""The shipped files compared by default (loco_policy/policies)."""
+
+AXES = ('payload', 'gain_scale', 'friction', 'latency')
+"""A cell's coordinates: kg on the base, kp and kd multiplier, ground friction, seconds."""
+
+
+def shipped(name):
+    """The path of a shipped policy file."""
+    import loco_policy
+
+    return os.path.join(os.path.dirname(loco_policy.__file__), 'policies', name)
+
+
+def floats(text):
+    """'0,5,10' -> (0.0, 5.0, 10.0)."""
+    return tuple(float(v) for v in text.split(','))
+
+
+def evaluate_cell(policy, cell, seeds):
+    """Evaluate one policy in one cell (a dict of AXES); its falls and tracking errors."""
+    from loco_train.experiments.evaluate import EvalConfig, evaluate
+
+    config = EvalConfig(sim='mujoco', seeds=seeds, **cell)
+    with contextlib.redirect_stderr(open(os.devnull, 'w')):  # the per-seed lines
+        result = evaluate(policy, config)
+    return {
+        'policy': os.path.basename(policy),
+        **cell,
+        'seeds': seeds,
+        'falls': result['falls'],
+        'lin_err': result['mean_lin_err'],
+        'yaw_err': result['mean_yaw_err'],
+    }
+
+
+def key(row):
+    """A cell row's identity: policy and coordinates."""
+    return (row['policy'],) + tuple(round(float(row[a]), 6) for a in AXES)
+
+
+def read_cells(path):
+    """The rows of a cells.jsonl; a torn last line (a killed sweep) is left out."""
+    rows = []
+    if os.path.exists(path):
+        with open(path) as handle:
+            for line in handle:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break
+    return rows
+
+
+def summarise(rows, names):
+    """Per policy: cells, cells walked (0 falls); cells where names[0] falls and another walks."""
+    by_key = {key(r): r for r in rows}
+    cells = sorted({k[1:] for k in by_key})
+    out = {'cells': len(cells), 'policies': {}}
+    for name in names:
+        mine = [by_key[(name, *c)] for c in cells if (name, *c) in by_key]
+        walked = [r for r in mine if r['falls'] == 0]
+        errors = [r['lin_err'] for r in walked if r['lin_err'] is not None]
+        out['policies'][name] = {
+            'evaluated': len(mine),
+            'walks': len(walked),
+            'mean_lin_err_where_walking': float(np.mean(errors)) if errors else None,
+        }
+    first, others = names[0], names[1:]
+    worse = []
+    for c in cells:
+        mine = by_key.get((first, *c))
+        if mine is None or mine['falls'] == 0:
+            continue
+        if any(by_key.get((o, *c), {'falls': 1})['falls'] == 0 for o in others):
+            worse.append(dict(zip(AXES, c)))
+    out[f'{first}_falls_where_another_walks'] = worse
+    return out
+
+
+def plot(rows, names, grid, path):
+    """One heat-map per policy × friction × latency: payload (rows) by gain scale (columns)."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    by_key = {key(r): r for r in rows}
+    frictions, latencies = grid['friction'], grid['latency']
+    payloads, gains = grid['payload'], grid['gain_scale']
+    n_rows, n_cols = len(frictions), len(latencies) * len(names)
+    fig, axes = plt.subplots(
+        n_rows,
+        n_cols,
+        figsize=(2.3 * n_cols + 1.5, 2.1 * n_rows + 0.8),
+        squeeze=False,
+        layout='constrained',
+    )
+    image = None
+    for (i, mu), (j, (name, lat)) in itertools.product(
+        enumerate(frictions), enumerate(itertools.product(names, latencies))
+    ):
+        ax = axes[i, j]
+        err = np.full((len(payloads), len(gains)), np.nan)
+        for (a, kg), (b, g) in itertools.product(enumerate(payloads), enumerate(gains)):
+            row = by_key.get(key({'policy': name, 'payload': kg, 'gain_scale': g,
+                                  'friction': mu, 'latency': lat}))  # fmt: skip
+            if row is None:
+                continue
+            err[a, b] = row['lin_err'] if row['lin_err'] is not None else np.nan
+            mark = f'F{row["falls"]}' if row['falls'] else ''
+            ax.text(b, a, mark, ha='center', va='center', fontsize=7, color='white',
+                    fontweight='bold')  # fmt: skip
+        image = ax.imshow(err, origin='lower', cmap='viridis', vmin=0.0, vmax=0.6, aspect='auto')
+        ax.set_xticks(range(len(gains)), [f'{g:g}' for g in gains], fontsize=7)
+        ax.set_yticks(range(len(payloads)), [f'{p:g}' for p in payloads], fontsize=7)
+        if i == 0:
+            ax.set_title(f'{name.removesuffix(".onnx")}\nlatency {lat * 1e3:g} ms', fontsize=8)
+        if j == 0:
+            ax.set_ylabel(f'friction {mu:g}\npayload (kg)', fontsize=8)
+        if i == n_rows - 1:
+            ax.set_xlabel('drive gain scale', fontsize=8)
+    fig.colorbar(image, ax=axes, shrink=0.6, label='mean |velocity error| (m/s); F<n>: falls')
+    fig.suptitle('MuJoCo robustness sweep (deployment controller, evaluation schedule)')
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    """Run the sweep (or only redraw it with --plot-only); print the summary JSON line."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--policies', nargs='+', default=[shipped(p) for p in POLICIES])
+    parser.add_argument('--payload', type=floats, default=(0.0, 5.0, 10.0, 15.0), help='kg')
+    parser.add_argument('--gain-scale', type=floats, default=(0.7, 0.85, 1.0, 1.15, 1.3))
+    parser.add_argument('--friction', type=floats, default=(0.4, 0.8, 1.2))
+    parser.add_argument('--latency', type=floats, default=(0.0, 0.01, 0.02), help='s')
+    parser.add_argument('--seeds', type=int, default=2, help='episodes per cell')
+    parser.add_argument('--workers', type=int, default=2)
+    parser.add_argument('--out', required=True)
+    parser.add_argument('--plot-only', action='store_true', help='redraw from OUT/cells.jsonl')
+    args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    cells_path = os.path.join(args.out, 'cells.jsonl')
+    grid = {'payload': args.payload, 'gain_scale': args.gain_scale,
+            'friction': args.friction, 'latency': args.latency}  # fmt: skip
+    names = [os.path.basename(p) for p in args.policies]
+    rows = read_cells(cells_path)
+    done = {key(r) for r in rows}
+    todo = []
+    for policy in args.policies:
+        for values in itertools.product(*(grid[a] for a in AXES)):
+            cell = dict(zip(AXES, values))
+            if key({'policy': os.path.basename(policy), **cell}) not in done:
+                todo.append((policy, cell))
+    if todo and not args.plot_only:
+        start = time.monotonic()
+        print(f'{len(todo)} cells to evaluate ({len(done)} already in {cells_path})',
+              file=sys.stderr)  # fmt: skip
+        with ProcessPoolExecutor(args.workers) as pool, open(cells_path, 'a') as out:
+            futures = [pool.submit(evaluate_cell, p, c, args.seeds) for p, c in todo]
+            for n, future in enumerate(as_completed(futures), 1):
+                row = future.result()
+                out.write(json.dumps(row) + '\n')
+                out.flush()
+                rows.append(row)
+                elapsed = time.monotonic() - start
+                print(f'[{n}/{len(todo)}] {row["policy"]} payload {row["payload"]:g} gain '
+                      f'{row["gain_scale"]:g} friction {row["friction"]:g} latency '
+                      f'{row["latency"] * 1e3:g} ms: falls {row["falls"]}, eta '
+                      f'{elapsed / n * (len(todo) - n):.0f} s', file=sys.stderr)  # fmt: skip
+    figure = os.path.join(args.out, 'robustness.png')
+    plot(rows, names, grid, figure)
+    summary = summarise(rows, names) | {'grid': grid, 'seeds': args.seeds, 'plot': figure}
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
