@@ -51,9 +51,15 @@ def test_push_rate_matches_the_interval():
 
 
 def test_randomize_overrides_widen_the_ranges_and_draw_a_command_delay():
-    cfg = RandomizationConfig(**parse_overrides(['mass_offset=-2:15', 'delay=0:0.02']))
+    items = ['mass_offset=-2:15', 'delay=0:0.02', 'gain_scale=0.7:1.3']
+    cfg = RandomizationConfig(**parse_overrides(items))
     assert cfg.mass_offset == (-2.0, 15.0) and cfg.delay == (0.0, 0.02)
     params = sample_params(400, cfg, torch.Generator().manual_seed(0), max_delay=0.04)
+    ratio = params['kp'] / spec.KP  # per joint 0.9-1.1 times one 0.7-1.3 per environment
+    assert ratio.min() >= 0.63 and ratio.max() <= 1.43 and ratio.mean(axis=1).std() > 0.1
+    np.testing.assert_allclose(  # the common factor moves kd with kp
+        (params['kd'] / spec.KD).mean(axis=1) / ratio.mean(axis=1), 1.0, atol=0.15
+    )
     assert params['delay'].min() >= 0.0 and params['delay'].max() <= 0.02
     assert params['delay'].std() > 0.004 and params['mass_offset'].max() > 10.0
     assert 'delay' not in sample_params(4, RandomizationConfig())  # default: the drives' own

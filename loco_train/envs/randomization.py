@@ -37,6 +37,9 @@ class RandomizationConfig:
     """Multiplier range on the PD stiffness, per environment and joint."""
     kd_scale: tuple = (0.8, 1.2)
     """Multiplier range on the PD damping, per environment and joint."""
+    gain_scale: tuple = (1.0, 1.0)
+    """Multiplier range on kp and kd together, one per environment (all drives weaker or
+    stronger at once, as sim_robot's and the evaluation's gain_scale), on top of kp_scale."""
     delay: tuple = (0.0, 0.0)
     """Command delay range (s) of the spec's PD drives, per environment (at most the
     simulator's two control steps); with a fitted actuator model the fit's delay is used."""
@@ -89,6 +92,9 @@ def sample_params(num_envs, config, generator=None, actuator=None, max_delay=0.0
         'mass_offset': _uniform(generator, *config.mass_offset, (n,)),
         'mu': _uniform(generator, *config.friction, (n,)),
     }
+    if tuple(config.gain_scale) != (1.0, 1.0):  # drawn only when asked for, as the delay
+        common = _uniform(generator, *config.gain_scale, (n, 1))
+        params['kp'], params['kd'] = params['kp'] * common, params['kd'] * common
     if config.delay[1] > 0.0:  # drawn only when asked for: default runs keep their streams
         low, high = config.delay
         if high > max_delay * (1.0 + 1e-9):
@@ -119,7 +125,7 @@ def _sample_actuator(n, config, generator, actuator, max_delay):
     }
 
 
-RANGE_FIELDS = ('mass_offset', 'friction', 'kp_scale', 'kd_scale', 'delay')
+RANGE_FIELDS = ('mass_offset', 'friction', 'kp_scale', 'kd_scale', 'gain_scale', 'delay')
 """RandomizationConfig fields given as LOW:HIGH ranges."""
 
 NUMBER_FIELDS = ('push_interval_s', 'push_velocity')
