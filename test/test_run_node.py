@@ -31,8 +31,11 @@ def test_a_plain_error_is_not_an_interrupt():
 
 
 SLOW_NODE = """
-import sys, time
+import signal, sys, time
 from loco_policy.nodes import run_node
+
+# as a node the launcher starts (a shell's background job would inherit SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def build():
     print('building', flush=True)
