@@ -1,9 +1,10 @@
 """The policy file: read an ONNX policy's contract metadata, check it against the spec, run it.
 
-A policy file is one ONNX model with input ``obs`` [batch, 48] and output ``actions`` [batch, 12]
-whose ``metadata_props`` (each value a JSON string) carry the deployment contract. The keys are
-listed in METADATA_KEYS and described in ARCHITECTURE.md; other tools read them, so they are
-stable. This module needs only onnxruntime (never onnx, torch or warp).
+A policy file is one ONNX model with input ``obs`` [batch, 48] (or 50 with the gait clock) and
+output ``actions`` [batch, 12] whose ``metadata_props`` (each value a JSON string) carry the
+deployment contract. The keys are listed in METADATA_KEYS and described in ARCHITECTURE.md; other
+tools read them, so they are stable. A file whose observation ends in the gait clock also holds
+``gait_period`` (s). This module needs only onnxruntime (never onnx, torch or warp).
 """
 
 from dataclasses import dataclass
@@ -83,6 +84,8 @@ class PolicyContract:
     """Policy period (s)."""
     observation: tuple
     """((name, dim, scale tuple), ...) in observation order."""
+    gait_period: float
+    """Seconds per gait-clock cycle (0 for a layout without the clock)."""
     command_ranges: dict
     """{'vx': (low, high), 'vy': ..., 'wz': ...}; m/s and rad/s."""
     provenance: dict
@@ -92,6 +95,25 @@ class PolicyContract:
     def version(self):
         """Short version string: the first 12 hex digits of the file's sha256."""
         return self.file_sha256[:12]
+
+    @property
+    def obs_dim(self):
+        """Entries of the observation the policy takes."""
+        return sum(dim for _, dim, _ in self.observation)
+
+    @property
+    def layout(self):
+        """The spec.LAYOUTS name whose terms and sizes the observation has, or None."""
+        ours = [(n, d) for n, d, _ in self.observation]
+        for name, terms in spec.LAYOUTS.items():
+            if ours == [(t.name, t.dim) for t in terms]:
+                return name
+        return None
+
+    @property
+    def gait_clock(self):
+        """Whether the policy takes the gait clock (the control loop counts its periods)."""
+        return self.layout == 'gait_clock'
 
 
 def _json(meta, key):
@@ -143,6 +165,9 @@ def parse_metadata(meta, path='<memory>', file_sha256=''):
     except (TypeError, KeyError, ValueError, IndexError):
         message = 'policy metadata command_ranges needs vx, vy, wz: [low, high]'
         raise PolicyFileError(message) from None
+    gait_period = 0.0
+    if 'gait_period' in meta:
+        gait_period = float(_floats(meta, 'gait_period', 1)[0])
     provenance = _json(meta, 'provenance')
     if not isinstance(provenance, dict) or any(k not in provenance for k in PROVENANCE_KEYS):
         raise PolicyFileError(
@@ -169,6 +194,7 @@ def parse_metadata(meta, path='<memory>', file_sha256=''):
         torque_limit=_floats(meta, 'torque_limit', n),
         control_dt=float(_floats(meta, 'control_dt', 1)[0]),
         observation=observation,
+        gait_period=gait_period,
         command_ranges=ranges,
         provenance=provenance,
     )
@@ -198,16 +224,23 @@ def contract_mismatches(contract):
         problems.append(f'action_scale {contract.action_scale} differs from {spec.ACTION_SCALE}')
     if abs(contract.control_dt - spec.CONTROL_DT) > ATOL:
         problems.append(f'control_dt {contract.control_dt} s differs from {spec.CONTROL_DT} s')
-    ours = tuple((t.name, t.dim, tuple(t.scale)) for t in spec.OBSERVATION)
-    theirs = contract.observation
-    if [(n, d) for n, d, _ in theirs] != [(n, d) for n, d, _ in ours]:
-        size = sum(d for _, d, _ in theirs)
-        problems.append(
-            f'observation layout {[(n, d) for n, d, _ in theirs]} ({size} entries) differs from '
-            f'the robot {[(n, d) for n, d, _ in ours]} ({spec.OBS_DIM} entries)'
+    theirs, layout = contract.observation, contract.layout
+    if layout is None:
+        known = ', '.join(
+            f'{name} {[(t.name, t.dim) for t in terms][-1:]} ({sum(t.dim for t in terms)})'
+            for name, terms in spec.LAYOUTS.items()
         )
-    elif not all(np.allclose(a[2], b[2], rtol=0, atol=ATOL) for a, b in zip(theirs, ours)):
-        problems.append('observation scales differ from spec.OBSERVATION')
+        problems.append(
+            f'observation layout {[(n, d) for n, d, _ in theirs]} ({contract.obs_dim} entries) '
+            f'is none the robot serves (spec.LAYOUTS, last term and size: {known})'
+        )
+    else:
+        ours = spec.LAYOUTS[layout]
+        if not all(np.allclose(a[2], b.scale, rtol=0, atol=ATOL) for a, b in zip(theirs, ours)):
+            problems.append(f"observation scales differ from the spec's {layout} layout")
+        period = spec.GAIT_PERIOD if layout == 'gait_clock' else 0.0
+        if abs(contract.gait_period - period) > ATOL:
+            problems.append(f'gait_period {contract.gait_period} s differs from {period} s')
     for key, (low, high) in contract.command_ranges.items():
         s_low, s_high = spec.COMMAND_RANGES[key]
         if not (s_low - ATOL <= low <= high <= s_high + ATOL):
@@ -239,7 +272,7 @@ def session_options():
 
 
 class OnnxPolicy:
-    """A checked policy file in an onnxruntime session: obs (48,) -> actions (12,)."""
+    """A checked policy file in an onnxruntime session: obs (48,) or (50,) -> actions (12,)."""
 
     def __init__(self, path, warmup=100, blob=None):
         """Load, verify the contract and weights digest, build the session and warm it up.
@@ -274,7 +307,7 @@ class OnnxPolicy:
             problems.append(f'weights sha256 {digest[:16]}... differs from provenance {claimed!r}')
         if problems:
             raise PolicyFileError(f'policy file {path} refused: ' + '; '.join(problems))
-        self._obs = np.zeros((1, spec.OBS_DIM), dtype=np.float32)  # reused input buffer
+        self._obs = np.zeros((1, self.contract.obs_dim), dtype=np.float32)  # reused input
         self.warm_up(warmup)
 
     def _io_mismatches(self):
@@ -283,8 +316,9 @@ class OnnxPolicy:
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
         if len(inputs) != 1 or inputs[0].name != INPUT_NAME:
             problems.append(f'inputs {[i.name for i in inputs]} must be exactly [{INPUT_NAME!r}]')
-        elif inputs[0].shape[-1] != spec.OBS_DIM:
-            problems.append(f'input obs width {inputs[0].shape[-1]} is not {spec.OBS_DIM}')
+        elif inputs[0].shape[-1] != self.contract.obs_dim:
+            width, size = inputs[0].shape[-1], self.contract.obs_dim
+            problems.append(f'input obs width {width} is not {size} (the size of its layout)')
         if not outputs or outputs[0].name != OUTPUT_NAME:
             problems.append(f'outputs {[o.name for o in outputs]} must start with {OUTPUT_NAME!r}')
         elif outputs[0].shape[-1] != spec.ACTION_DIM:
@@ -305,7 +339,7 @@ class OnnxPolicy:
             )
 
     def act(self, obs):
-        """Return actions (12,) float64 for one observation (48,); may be non-finite."""
+        """Return actions (12,) float64 for one observation (obs_dim,); may be non-finite."""
         self._obs[0] = obs
         return self.session.run([OUTPUT_NAME], {INPUT_NAME: self._obs})[0][0].astype(np.float64)
 

@@ -123,24 +123,50 @@ OBSERVATION = (
 OBS_DIM = sum(term.dim for term in OBSERVATION)
 ACTION_DIM = NUM_JOINTS
 
+GAIT_PERIOD = 0.5
+"""Seconds per cycle of the gait clock (one stride: each diagonal pair swings once)."""
 
-def observation_slices():
-    """Map each observation term name to its slice of the (48,) observation vector."""
+GAIT_CLOCK = _term('gait_clock', 2, 1.0)
+"""sin, cos of 2 pi t / GAIT_PERIOD, t the seconds since the policy took control (WALK began;
+an episode's start in training), counted in control periods."""
+
+OBSERVATION_GAIT_CLOCK = OBSERVATION + (GAIT_CLOCK,)
+"""The gait-phase task's layout: the velocity task's 48 terms, then the clock (50)."""
+
+LAYOUTS = {'velocity': OBSERVATION, 'gait_clock': OBSERVATION_GAIT_CLOCK}
+"""Observation layouts a policy file may declare, by name."""
+
+
+def layout_named(name):
+    """The observation layout (terms) of a LAYOUTS name; ValueError naming the known ones."""
+    if name not in LAYOUTS:
+        raise ValueError(f'observation layout {name!r} is not one of {sorted(LAYOUTS)}')
+    return LAYOUTS[name]
+
+
+def gait_clock(ticks):
+    """(sin, cos) of the gait clock after `ticks` control periods (array-like, any shape)."""
+    angle = 2.0 * np.pi * (np.asarray(ticks, dtype=np.float64) * CONTROL_DT / GAIT_PERIOD)
+    return np.sin(angle), np.cos(angle)
+
+
+def observation_slices(layout=OBSERVATION):
+    """Map each observation term name to its slice of the observation vector."""
     slices, start = {}, 0
-    for term in OBSERVATION:
+    for term in layout:
         slices[term.name] = slice(start, start + term.dim)
         start += term.dim
     return slices
 
 
-def observation_scale():
-    """Return the (48,) per-entry observation scale."""
-    return np.concatenate([np.asarray(term.scale, dtype=np.float64) for term in OBSERVATION])
+def observation_scale(layout=OBSERVATION):
+    """Return the per-entry observation scale ((48,) for the velocity layout)."""
+    return np.concatenate([np.asarray(term.scale, dtype=np.float64) for term in layout])
 
 
-def observation_metadata():
+def observation_metadata(layout=OBSERVATION):
     """Return the observation layout as the policy file stores it: [{name, dim, scale}]."""
-    return [{'name': t.name, 'dim': t.dim, 'scale': list(t.scale)} for t in OBSERVATION]
+    return [{'name': t.name, 'dim': t.dim, 'scale': list(t.scale)} for t in layout]
 
 
 def joint_targets(action):
@@ -148,13 +174,14 @@ def joint_targets(action):
     return DEFAULT_JOINT_POS + ACTION_SCALE * np.asarray(action, dtype=np.float64)
 
 
-def contract_metadata(provenance, command_ranges=None):
+def contract_metadata(provenance, command_ranges=None, layout='velocity'):
     """The policy-file contract of this robot as JSON-ready values, keyed as in metadata_props.
 
     provenance: {algorithm, iterations, return, code_revision, created, weights_sha256}.
     command_ranges: {vx, vy, wz: [low, high]} the policy was trained on (within COMMAND_RANGES;
     policy_node clips /cmd_vel to them); default COMMAND_RANGES. Each range is widened to hold 0,
     so that a stop (or a silent operator's zero command) is never clipped into motion.
+    layout: the LAYOUTS name of the observation ('gait_clock' adds gait_period).
     """
     ranges = {key: list(value) for key, value in COMMAND_RANGES.items()}
     for key, value in (command_ranges or {}).items():
@@ -173,10 +200,10 @@ def contract_metadata(provenance, command_ranges=None):
         'kd': KD.tolist(),
         'torque_limit': TORQUE_LIMIT.tolist(),
         'control_dt': CONTROL_DT,
-        'observation': observation_metadata(),
+        'observation': observation_metadata(layout_named(layout)),
         'command_ranges': ranges,
         'provenance': dict(provenance),
-    }
+    } | ({'gait_period': GAIT_PERIOD} if layout == 'gait_clock' else {})
 
 
 assert OBS_DIM == 48 and len(set(JOINT_NAMES)) == NUM_JOINTS == 12

@@ -268,3 +268,28 @@ def test_exploration_noise_is_what_runs_and_what_is_recorded(policy):
     assert np.abs(np.array([r.action - policy.act(r.obs) for r in quiet[1:]])).max() < 1e-5
     with pytest.raises(ValueError, match='exploration_std'):
         ControllerConfig(exploration_std=0.5)
+
+
+def test_a_gait_clock_policy_gets_the_clock_restarted_when_walk_begins(tmp_path):
+    clocked = OnnxPolicy(make_policy_file(tmp_path / 'c.onnx', layout='gait_clock'))
+    assert clocked.contract.gait_clock and clocked.contract.obs_dim == spec.OBS_DIM + 2
+    seen = []
+    act = clocked.act
+    clocked.act = lambda obs: seen.append(np.array(obs)) or act(obs)  # record what it is given
+    loop = Loop(clocked, stand_duration=0.3)
+    loop.run(0.1)  # inputs first
+    assert loop.ctrl.request('start', loop.t)[0]  # PASSIVE -> STAND
+    loop.run(0.4)
+    for _ in range(2):  # WALK, STAND again, WALK: the clock starts over each time
+        assert loop.ctrl.request('start', loop.t)[0]
+        seen.clear()
+        assert loop.run(0.3) is Mode.WALK
+        sin, cos = spec.gait_clock(np.arange(len(seen)))
+        got = np.array(seen)
+        assert got.shape == (15, 50)
+        np.testing.assert_allclose(got[:, -2], sin, atol=1e-6)
+        np.testing.assert_allclose(got[:, -1], cos, atol=1e-6)
+        assert loop.rows[-1].obs.shape == (spec.OBS_DIM,)  # rows keep the velocity layout
+        np.testing.assert_allclose(loop.rows[-1].obs, got[-1, :48], atol=1e-6)
+        assert loop.ctrl.request('stop', loop.t)[0]  # WALK -> STAND
+        loop.run(0.4)

@@ -105,3 +105,41 @@ def test_a_resumed_run_keeps_the_policy_it_started_from_and_both_flags_are_refus
             str(tmp_path / 'checkpoint.pt'), '--init-policy', SHIPPED_POLICY]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and 'not both' in done.stderr
+
+
+def test_a_gait_clock_run_starts_from_the_velocity_policy_and_exports_its_layout(tmp_path):
+    import numpy as np
+
+    from loco_policy import spec
+    from loco_policy.nodes.policy_node import SHIPPED_POLICY
+    from loco_policy.policy_file import OnnxPolicy
+    from loco_train.envs.vec_env import make_env
+    from loco_train.policy.export import export_policy, load_policy
+
+    env = make_env('anymal', 8, seed=0, differentiable=True, observation='gait_clock',
+                   reward_overrides=['foot_height=0.5'])  # fmt: skip
+    obs = env.reset()
+    assert obs.shape == (8, 50)
+    np.testing.assert_allclose(obs[:, -2:].numpy(), [[0.0, 1.0]] * 8, atol=1e-6)  # tick 0
+    shac = SHACConfig(horizon=4, critic_iterations=1, actor_warmup=1)
+    cfg = ShacRunConfig(num_envs=8, iterations=1, log_dir=str(tmp_path), progress=False,
+                        checkpoint_interval=0, init_policy=SHIPPED_POLICY, shac=shac)  # fmt: skip
+    run = ShacRunner(env, cfg)
+    shipped = OnnxPolicy(SHIPPED_POLICY, warmup=0)
+    base = np.random.default_rng(0).normal(size=(8, 48)) * 0.5
+    clock = np.stack(spec.gait_clock(np.arange(8)), axis=1)  # any clock: zero weights at start
+    with torch.no_grad():
+        x = torch.as_tensor(np.concatenate([base, clock], 1), dtype=torch.float32)
+        ours = run.shac.actor(run.shac.normalize(x)).numpy()
+    np.testing.assert_allclose(ours, [shipped.act(o) for o in base], atol=1e-5)
+    run.learn()
+    policy, info = load_policy(run.save())
+    assert info['observation_layout'] == 'gait_clock'
+    path = tmp_path / 'clock.onnx'
+    meta = export_policy(policy, path, 'shac', 1, 0.0, layout=info['observation_layout'])
+    assert (
+        meta['gait_period'] == spec.GAIT_PERIOD and meta['observation'][-1]['name'] == 'gait_clock'
+    )
+    exported = OnnxPolicy(path)
+    assert exported.contract.gait_clock and exported.contract.obs_dim == 50
+    run.env.close()

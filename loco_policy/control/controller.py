@@ -112,6 +112,9 @@ class Controller:
         self._events = []
         self._pending = (None, None, None)  # (obs, action, last action) of the last step
         self._observe = SingleObservation()
+        self.walk_ticks = 0  # control periods since WALK began: the gait clock's count
+        self.policy_obs = None  # (obs_dim,) float32 the policy got at the last step, or None
+        self._walking = False  # whether the previous step ran the policy
         self.noise = np.random.default_rng()  # exploration noise (exploration_std > 0 only)
         version = policy.contract.file_sha256[:8] if policy else '0'
         self.policy_version = int(version, 16)
@@ -264,6 +267,13 @@ class Controller:
             self.quat, self.lin_vel, self.ang_vel, self.q, self.qd, self.command, self.last_action
         )
 
+    def policy_observation(self, obs):
+        """What the policy takes: obs (48,), and the gait clock when its contract asks for it."""
+        if self.policy is None or not self.policy.contract.gait_clock:
+            return obs
+        clock = np.array(spec.gait_clock(self.walk_ticks), dtype=np.float32)  # sin, cos
+        return np.concatenate([obs, clock])
+
     def warm(self):
         """Run the policy once on the current observation, result unused; whether it ran.
 
@@ -276,7 +286,7 @@ class Controller:
         obs = self.observation()
         if obs is None:
             return False
-        self.policy.act(obs)
+        self.policy.act(self.policy_observation(obs))
         return True
 
     def _walk_targets(self, obs, now):
@@ -308,9 +318,15 @@ class Controller:
         mode, inference, action = self.fsm.mode, 0.0, None
         target = self.prev_target
         measured = self.q if self.q is not None else self.prev_target
+        self.policy_obs = None
         if mode is Mode.WALK and obs is not None:
-            target, action, inference = self._walk_targets(obs, now)
+            if not self._walking:
+                self.walk_ticks = 0  # the gait clock restarts when the policy takes control
+            self.policy_obs = self.policy_observation(obs)
+            target, action, inference = self._walk_targets(self.policy_obs, now)
+            self.walk_ticks += 1
             mode = self.fsm.mode  # DAMP when the policy failed
+        self._walking = self.policy_obs is not None and mode is Mode.WALK
         if mode is Mode.STAND:
             alpha = self.stand_progress(now)
             target = (1.0 - alpha) * self.stand_from + alpha * spec.DEFAULT_JOINT_POS

@@ -136,7 +136,7 @@ def contract_differences(candidate, active):
 
 
 def action_check(candidate, reference, observations, limits):
-    """Run both policies on observations (N, 48); return the figures or raise UpdateRejected.
+    """Run both policies on observations (N, obs_dim); return the figures or UpdateRejected.
 
     Figures: inference time p90 (s), action deviation max and mean (action units).
     """
@@ -291,7 +291,7 @@ class PolicySwitch:
         """
         self.key_path, self.limits = key_path, limits or SwapLimits()
         self.monitor = SwapMonitor(window, margin)
-        self.recent = collections.deque(maxlen=max(1, int(observations)))  # WALK obs (48,)
+        self.recent = collections.deque(maxlen=max(1, int(observations)))  # policy inputs
         self.active_sha = active.contract.file_sha256 if active else None
         self.previous = None  # (policy, version, sha256) or None
         self.counts = {'accepted': 0, 'rejected': 0, 'rollbacks': 0}
@@ -402,7 +402,8 @@ class PolicySwitch:
     def after_tick(self, controller, row, faulted, now):
         """After a control step: record WALK observations and rewards; automatic rollback."""
         if row is not None and row.mode == 'WALK':
-            self.recent.append(np.array(row.obs, dtype=np.float64))
+            seen = controller.policy_obs if controller.policy_obs is not None else row.obs
+            self.recent.append(np.array(seen, dtype=np.float64))  # what the policy took
             terms = dict(zip(REWARD_TERMS, row.reward_terms))
             reward = sum(w * terms[k] for k, w in TRACKING_WEIGHTS.items())
             self.monitor.record(now, reward, controller.command)

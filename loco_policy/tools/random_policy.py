@@ -52,10 +52,15 @@ def random_policy_model(hidden=(64, 64), obs_dim=None, act_dim=None, seed=0, wei
 
 
 def write_random_policy(path, hidden=(64, 64), obs_dim=None, act_dim=None, seed=0,
-                        weight_scale=0.1, nan=False, **metadata):  # fmt: skip
-    """Write a random policy file with the spec's contract (keys overridable); return the path."""
+                        weight_scale=0.1, nan=False, layout='velocity', **metadata):  # fmt: skip
+    """Write a random policy file with the spec's contract (keys overridable); return the path.
+
+    layout: the spec.LAYOUTS observation ('gait_clock': 50 inputs, the clock last).
+    """
     import onnx
 
+    if obs_dim is None:
+        obs_dim = sum(term.dim for term in spec.layout_named(layout))
     model = random_policy_model(hidden, obs_dim, act_dim, seed, weight_scale, nan)
     provenance = {
         'algorithm': ALGORITHM,
@@ -65,7 +70,7 @@ def write_random_policy(path, hidden=(64, 64), obs_dim=None, act_dim=None, seed=
         'created': '1970-01-01T00:00:00Z',
         'weights_sha256': weights_sha256(model.SerializeToString()),
     }
-    values = spec.contract_metadata(provenance)
+    values = spec.contract_metadata(provenance, layout=layout)
     values.update(metadata)
     for key, value in values.items():
         entry = model.metadata_props.add()

@@ -42,6 +42,9 @@ class AnymalEnvConfig:
 
     contact: str = 'smooth'
     """Simulator contact model: 'smooth', 'hard' or 'soft'."""
+    observation: str = 'velocity'
+    """Observation layout (spec.LAYOUTS): 'velocity' (48) or 'gait_clock' (50: the clock of
+    the episode's control steps last, as policy_node counts WALK's ticks)."""
     differentiable: bool = False
     """Step through the torch bridge so rewards and observations carry gradients (SHAC)."""
     episode_s: float = 20.0
@@ -89,7 +92,16 @@ class AnymalEnv:
 
         self.cfg = config or AnymalEnvConfig()
         self.num_envs, self.device = int(num_envs), torch.device(device)
-        self.obs_dim, self.action_dim = spec.OBS_DIM, spec.ACTION_DIM
+        self.layout_name = self.cfg.observation
+        self.layout = spec.layout_named(self.layout_name)
+        self.gait_clock = self.layout_name == 'gait_clock'
+        if self.gait_clock and abs(self.cfg.rewards.gait_period - spec.GAIT_PERIOD) > 1e-9:
+            raise ValueError(
+                f'gait_period {self.cfg.rewards.gait_period} s of the reward differs from the '
+                f'gait clock the policy sees ({spec.GAIT_PERIOD} s, spec.GAIT_PERIOD)'
+            )
+        self.obs_dim = sum(term.dim for term in self.layout)
+        self.action_dim = spec.ACTION_DIM
         self.action_low, self.action_high = spec.ACTION_LOW, spec.ACTION_HIGH  # (12,) each
         self.offset = int(self.cfg.env_offset)
         self.population = int(self.cfg.population) or self.num_envs
@@ -138,10 +150,9 @@ class AnymalEnv:
             population=self.population,
         )
         self.air_time = FeetAirTime(self.num_envs, device=self.device)
+        noise = randomization.noise_scale(self.cfg.randomization)  # (48,); the clock has none
         self.noise = torch.as_tensor(
-            randomization.noise_scale(self.cfg.randomization),
-            dtype=torch.float32,
-            device=self.device,
+            np.pad(noise, (0, self.obs_dim - noise.size)), dtype=torch.float32, device=self.device
         )
         self.kp = torch.zeros(self.num_envs, spec.NUM_JOINTS, device=self.device)
         self.kd = torch.zeros_like(self.kp)
@@ -188,7 +199,7 @@ class AnymalEnv:
         return int(torch.randint(0, 2**60, (1,), generator=self.generator)) * 4
 
     def _observe(self, qpos, qvel, generator=None):
-        """Noisy scaled observation (N, 48) of a state; noise from generator (or the env's)."""
+        """Noisy scaled observation (N, obs_dim) of a state; noise from generator or the env's."""
         quat = qpos[:, 3:7]
         obs = build_observation(
             quat,
@@ -199,6 +210,10 @@ class AnymalEnv:
             self.commands.command,
             self.last_action,
         )
+        if self.gait_clock:  # (N, 2): sin, cos of the episode's control steps, as on the robot
+            sin, cos = spec.gait_clock(self.episode_length_buf.cpu().numpy())
+            clock = torch.as_tensor(np.stack([sin, cos], axis=1), dtype=obs.dtype)
+            obs = torch.cat([obs, clock.to(obs.device)], dim=1)
         zeros = torch.zeros(self.population, obs.shape[1])  # noise drawn for the whole population
         noise = randomization.add_observation_noise(zeros, self.noise, generator or self.generator)
         return obs + noise[self.rows].to(obs)

@@ -78,8 +78,9 @@ class RewardConfig:
     """Differentiable swing reference tracking, mean over feet of exp(-(z - z_ref)^2 / s^2).
 
     Off by default: the reference's phase is time since the episode start, and the spec's 48-term
-    observation has no gait clock, so a policy cannot know where in the swing it is. Schwarke et
-    al. feed the phase to the policy; with a clock term in a future spec, set this to 0.5."""
+    observation has no gait clock, so a policy cannot know where in the swing it is. With
+    `--observation gait_clock` it sees the clock (Schwarke et al. feed the phase to the policy);
+    use it there (e.g. 0.5)."""
     foot_clearance: float = 0.0
     """sum over feet of max(0, swing_height - z)^2 tanh(2 |v_xy|) (m^2): a foot that moves
     sideways must be lifted; differentiable and clock-free (Isaac Lab's Spot uses the kernel

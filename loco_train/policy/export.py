@@ -46,11 +46,13 @@ def policy_payload(
     mean_return,
     command_ranges=None,
     provenance=None,
+    observation_layout='velocity',
 ):
     """Return the checkpoint entry the exporter reads: actor class, arguments and weights.
 
     command_ranges: the env's {vx, vy, wz: [low, high]} (None: the spec's, e.g. gymnasium envs).
     provenance: the env's keys for the exported provenance (e.g. the actuator file's sha256).
+    observation_layout: the env's spec.LAYOUTS name (the policy file's observation contract).
     """
     cls = type(actor)
     return {
@@ -64,6 +66,7 @@ def policy_payload(
         'iterations': int(iterations),
         'return': float(mean_return),
         'provenance': dict(provenance or {}),
+        'observation_layout': str(observation_layout),
     }
 
 
@@ -92,6 +95,7 @@ def load_policy(checkpoint_path):
     normalizer.load_state_dict(payload['normalizer_state'])
     info = {key: payload[key] for key in ('algorithm', 'iterations', 'return')}
     info['command_ranges'] = payload.get('command_ranges')  # absent in older checkpoints
+    info['observation_layout'] = payload.get('observation_layout', 'velocity')
     if payload.get('provenance'):  # the env's keys (e.g. the actuator file's sha256)
         info['provenance'] = dict(payload['provenance'])
     return DeployedPolicy(normalizer, actor).eval(), info
@@ -121,9 +125,9 @@ def code_revision():
     return commit + ('-dirty' if dirty.strip() else '')
 
 
-def to_onnx_model(policy):
-    """Trace a DeployedPolicy into an onnx.ModelProto with a dynamic batch axis."""
-    example = torch.zeros(2, spec.OBS_DIM)
+def to_onnx_model(policy, obs_dim=spec.OBS_DIM):
+    """Trace a DeployedPolicy (obs (B, obs_dim)) into an onnx.ModelProto, dynamic batch axis."""
+    example = torch.zeros(2, obs_dim)
     batch = torch.export.Dim('batch')
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
@@ -149,16 +153,19 @@ def export_policy(
     command_ranges=None,
     extra_provenance=None,
     template=None,
+    layout='velocity',
 ):
     """Write policy (obs -> actions) to `path` as a ONNX file; return metadata.
 
     command_ranges: the training's {vx, vy, wz: [low, high]} for the contract (None: the spec's).
     extra_provenance: more provenance keys (e.g. a fine-tuned policy's parent and updates).
     template: an OnnxTemplate that supplies the graph (weights swapped in) instead of a trace.
+    layout: the observation's spec.LAYOUTS name.
     """
     import onnx
 
-    model = to_onnx_model(policy) if template is None else template.model_for(policy)
+    obs_dim = sum(term.dim for term in spec.layout_named(layout))
+    model = to_onnx_model(policy, obs_dim) if template is None else template.model_for(policy)
     blob = model.SerializeToString()
     provenance = {
         'algorithm': str(algorithm),
@@ -169,7 +176,7 @@ def export_policy(
         'weights_sha256': weights_sha256(blob),
     }
     provenance.update(extra_provenance or {})
-    metadata = spec.contract_metadata(provenance, command_ranges)
+    metadata = spec.contract_metadata(provenance, command_ranges, layout)
     del model.metadata_props[:]
     for key, value in metadata.items():
         entry = model.metadata_props.add()
@@ -205,6 +212,7 @@ def run(args):
         info['return'],
         info.get('command_ranges'),
         info.get('provenance'),
+        layout=info.get('observation_layout', 'velocity'),
     )
     print(
         json.dumps(

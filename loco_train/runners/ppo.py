@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from loco_train.envs import env_overrides
+from loco_train.envs import add_observation_argument, env_overrides
 from loco_train.envs.actuator_fit import add_actuator_argument
 from loco_train.envs.commands import add_command_argument
 from loco_train.envs.randomization import add_override_argument as add_randomize_argument
@@ -173,6 +173,7 @@ def add_arguments(parser):
     add_override_argument(parser)
     add_command_argument(parser)
     add_randomize_argument(parser)
+    add_observation_argument(parser)
     add_actuator_argument(parser)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from loco_train.envs import env_overrides
+from loco_train.envs import add_observation_argument, env_overrides
 from loco_train.envs.actuator_fit import add_actuator_argument
 from loco_train.envs.commands import add_command_argument
 from loco_train.envs.randomization import add_override_argument as add_randomize_argument
@@ -133,6 +133,7 @@ class SACRunner:
                 float(np.mean(self.recent_returns)) if self.recent_returns else 0.0,
                 getattr(self.env, 'command_ranges', None),
                 getattr(self.env, 'provenance', None),
+                getattr(self.env, 'layout_name', 'velocity'),
             ),
         }
         if self.cfg.save_replay:
@@ -474,6 +475,7 @@ def add_arguments(parser) -> None:
     add_override_argument(parser)
     add_command_argument(parser)
     add_randomize_argument(parser)
+    add_observation_argument(parser)
     add_actuator_argument(parser)
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from loco_train.envs import env_overrides
+from loco_train.envs import add_observation_argument, env_overrides
 from loco_train.envs.actuator_fit import add_actuator_argument
 from loco_train.envs.commands import add_command_argument
 from loco_train.envs.randomization import add_override_argument as add_randomize_argument
@@ -107,9 +107,11 @@ class ShacRunner:
     def _start_from(self, path):
         """Load an exported policy's actor mean and normaliser (ValueError when they differ).
 
+        A 48-term (velocity) policy may start a run with a wider layout (the gait clock).
         The normaliser's count is set to START_COUNT, so the new run's observations move its
         statistics slowly instead of replacing them with the first window's.
         """
+        from loco_policy import spec
         from loco_policy.policy_file import file_sha256
         from loco_train.policy.onnx_import import actor_from_onnx, PolicyImportError
 
@@ -127,12 +129,26 @@ class ShacRunner:
         for key, value in (('action_bias', actor.b), ('action_scale', actor.c)):
             if not np.allclose(value.tolist(), own[key], atol=1e-6):
                 differences.append(f'{key} {value.tolist()} here {own[key]}')
+        theirs, ours = actor.trunk[0].in_features, self.shac.actor.trunk[0].in_features
+        if theirs != ours and not (theirs == spec.OBS_DIM and ours > theirs):
+            differences.append(f'observation width {theirs} here {ours}')
         if differences:
             raise ValueError(f"--init-policy {path}: the file's actor differs: {differences}")
-        self.shac.actor.load_state_dict(actor.state_dict())
+        state = actor.state_dict()
+        mean, var = normalizer.mean, normalizer.var
+        if ours > theirs:  # a velocity-task policy starting a gait-clock run: the clock's
+            # inputs get zero weights, so the start acts exactly as the file; sin and cos of a
+            # uniform phase have mean 0 and variance 1/2
+            first = state['trunk.0.weight']  # (hidden, theirs)
+            state['trunk.0.weight'] = torch.cat(
+                [first, first.new_zeros(len(first), ours - theirs)], 1
+            )
+            mean = torch.cat([mean, mean.new_zeros(ours - theirs)])
+            var = torch.cat([var, var.new_full((ours - theirs,), 0.5)])
+        self.shac.actor.load_state_dict(state)
         with torch.no_grad():
-            self.shac.normalizer.mean.copy_(normalizer.mean)
-            self.shac.normalizer.var.copy_(normalizer.var)
+            self.shac.normalizer.mean.copy_(mean)
+            self.shac.normalizer.var.copy_(var)
             self.shac.normalizer.count.fill_(START_COUNT)
         self.init_sha256 = file_sha256(path)
 
@@ -166,6 +182,7 @@ class ShacRunner:
                 0.0 if math.isnan(self.mean_return()) else self.mean_return(),
                 getattr(self.env, 'command_ranges', None),
                 self.provenance(),
+                getattr(self.env, 'layout_name', 'velocity'),
             ),
         }
         atomic_torch_save(state, self.checkpoint_path)
@@ -348,6 +365,7 @@ def add_arguments(parser):
     add_override_argument(parser)
     add_command_argument(parser)
     add_randomize_argument(parser)
+    add_observation_argument(parser)
     add_actuator_argument(parser)
     parser.add_argument('--resume', default='', help='checkpoint.pt to continue from')
     parser.add_argument('--no-progress', action='store_true', help='hide the progress bar')
