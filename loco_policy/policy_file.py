@@ -344,9 +344,10 @@ class OnnxPolicy:
         return self.session.run([OUTPUT_NAME], {INPUT_NAME: self._obs})[0][0].astype(np.float64)
 
     def describe(self):
-        """Return a JSON-ready summary: path, version, algorithm and the provenance."""
+        """Return a JSON-ready summary: path, version, observation layout, the provenance."""
         return {
             'path': self.contract.path,
             'version': self.contract.version,
+            'observation': self.contract.layout,
             'provenance': self.contract.provenance,
         }

@@ -235,3 +235,19 @@ def test_candidates_after_the_first_swap_weights_into_the_traced_graph(tmp_path)
         assert np.abs(ours - theirs).max() < 1e-5, step
         # one trace for the three of one architecture, a second for the other architecture
         assert template.traces == (1 if step < 3 else 2), (step, template.traces)
+
+
+def test_a_gait_clock_policy_file_is_refused_naming_the_transition_rows(tmp_path):
+    from loco_train.policy.export import DeployedPolicy, export_policy
+    from loco_train.policy.normalizer import EmpiricalNormalizer
+    from loco_train.sac.actor import SquashedGaussianActor
+
+    width = spec.OBS_DIM + 2
+    low, high = spec.ACTION_LOW, spec.ACTION_HIGH
+    actor = SquashedGaussianActor(width, (high + low) / 2, (high - low) / 2, (32,), 'elu')
+    path = tmp_path / 'clock.onnx'
+    export_policy(DeployedPolicy(EmpiricalNormalizer(width), actor), path, 'sac', 1, 0.0,
+                  layout='gait_clock')  # fmt: skip
+    assert OnnxPolicy(path).contract.gait_clock
+    with pytest.raises(WarmStartError, match='48-term velocity observation'):
+        FineTuner.from_onnx(path)

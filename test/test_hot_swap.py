@@ -201,3 +201,18 @@ def test_switch_swaps_at_a_tick_keeps_the_previous_and_rolls_back(tmp_path, key_
         assert switch.request_rollback()[0] is False  # nothing older kept
     finally:
         switch.close()
+
+
+def test_a_gait_clock_policy_swaps_only_for_another_gait_clock_policy(tmp_path, key_file, active):
+    clocked = OnnxPolicy(write_random_policy(tmp_path / 'c1.onnx', weight_scale=0.01,
+                                             layout='gait_clock'))  # fmt: skip
+    near = write_random_policy(
+        tmp_path / 'c2.onnx', weight_scale=0.01, seed=1, layout='gait_clock'
+    )
+    seen = np.random.default_rng(0).normal(scale=0.5, size=(20, spec.OBS_DIM + 2))  # with clock
+    _, candidate, figures = hot_swap.validate(announce(near), key_file, clocked, seen, RELAXED)
+    assert candidate.contract.gait_clock and figures['observations'] == 20
+    with pytest.raises(UpdateRejected, match='observation differs'):  # 48 terms for a clock policy
+        hot_swap.validate(announce(active.contract.path), key_file, clocked, seen, RELAXED)
+    with pytest.raises(UpdateRejected, match='observation differs'):
+        hot_swap.validate(announce(near), key_file, active, observations(), RELAXED)

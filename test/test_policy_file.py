@@ -36,7 +36,9 @@ def test_valid_file_loads_with_its_contract_and_acts_finitely(good):
     assert len(contract.version) == 12 and contract.provenance['algorithm'] == ALGORITHM
     action = policy.act(np.ones(spec.OBS_DIM, dtype=np.float32))
     assert action.shape == (spec.ACTION_DIM,) and np.all(np.isfinite(action))
-    assert set(json.loads(json.dumps(policy.describe()))) == {'path', 'version', 'provenance'}
+    summary = json.loads(json.dumps(policy.describe()))
+    assert set(summary) == {'path', 'version', 'observation', 'provenance'}
+    assert summary['observation'] == 'velocity'
 
 
 def test_session_is_single_threaded_without_spinning():

@@ -87,7 +87,8 @@ def wait_mode(probe, mode, timeout=5.0):
     return probe.spin_until(lambda: probe.status.get('mode') == mode, timeout)
 
 
-def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
+@pytest.mark.parametrize('layout', ['velocity', 'gait_clock'])
+def test_stands_then_walks_a_policy_file_against_sim_robot(graph, layout):
     from diagnostic_msgs.msg import DiagnosticArray
     from std_msgs.msg import Float64MultiArray
 
@@ -97,7 +98,7 @@ def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
     graph.probe.node.create_subscription(
         Float64MultiArray, '/group/commands', lambda m: arrays.append(list(m.data)), 100
     )
-    policy = make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01)
+    policy = make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01, layout=layout)
     graph.start('sim_robot')
     graph.start(
         'policy_node',
@@ -111,6 +112,7 @@ def test_stands_then_walks_a_policy_file_against_sim_robot(graph):
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
     assert probe.status['policy']['provenance']['algorithm'] == ALGORITHM
+    assert probe.status['policy']['observation'] == layout  # the clock counted by the node
     assert probe.status['hint'] == 'call start to stand'
     assert probe.call('/policy_node/start') == (
         True,

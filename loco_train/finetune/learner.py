@@ -139,6 +139,12 @@ class FineTuner:
             actor, normalizer = actor_from_onnx(path)
         except PolicyImportError as error:
             raise WarmStartError(f'{error}; warm-start from a SAC checkpoint instead') from None
+        if actor.trunk[0].in_features != spec.OBS_DIM:  # the transition rows hold 48 terms
+            raise WarmStartError(
+                f'{path}: takes {actor.trunk[0].in_features} observation entries; fine-tuning '
+                f'learns from /replay/transitions, whose rows hold the {spec.OBS_DIM}-term '
+                'velocity observation (a gait-clock policy is not fine-tuned)'
+            )
         sac = SAC(
             actor.trunk[0].in_features, actor.b, actor.c, _sac_config(config, actor), device=device
         )
