@@ -51,6 +51,7 @@ def test_standing_policy_in_mujoco_stands_and_misses_every_moving_command(
     # standing still: tracking kernel of the mean squared command speed, no tilt, little motion
     assert 0.2 < terms['track_lin_vel_xy'] < 0.9 and terms['orientation'] < 0.01
     assert terms['lin_vel_z'] < 0.01 and terms['torques'] > 0.0
+    assert summary['gait']['air_share'] < 0.01  # standing: every foot on the ground
 
 
 def test_an_actuator_file_sets_the_drives_the_policy_is_evaluated_on(
@@ -68,3 +69,19 @@ def test_an_actuator_file_sets_the_drives_the_policy_is_evaluated_on(
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary['perturbation']['actuator'] == str(path)
     assert status == 1 and summary['falls'] == 1  # it stands on the ideal drive (test above)
+
+
+def test_gait_figures_count_swings_in_the_moving_segments_only():
+    from loco_train.experiments.evaluate import gait_figures
+
+    t = np.arange(1, 1001) * 0.02  # the 20 s schedule
+    segment = np.array([schedule_command(x - 0.02)[0] for x in t])
+    feet = np.zeros((len(t), 4))
+    feet[50:60, 0] = 0.2  # lifted while standing: not counted
+    feet[300:310, 1] = np.linspace(0.02, 0.06, 10)  # two swings in forward_1.0
+    feet[320:330, 1] = 0.04
+    figures = gait_figures({'feet': feet, 't': t, 'segment': segment})
+    assert figures['swings'] == 2
+    assert figures['clearance_m'] == pytest.approx(0.05)
+    moving = sum(1 for k, i in enumerate(segment) if any(SCHEDULE[i][2]))
+    assert figures['air_share'] == pytest.approx(20 / (4 * (moving - 4 * 50)), rel=0.05)

@@ -4,7 +4,8 @@ The policy runs exactly as on the robot: the deployment Controller (safety state
 action clipping, target rate limit, onnxruntime on the spec's observation at 50 Hz), its PD
 commands held over the physics substeps of a loco_policy.sim.backends backend (MuJoCo, the
 independent simulator, or the project's Warp simulator). Seeds vary the sensor noise. Reports
-the mean absolute tracking error per segment (after a settling time), falls, and writes a PNG
+the mean absolute tracking error per segment (after a settling time), falls, the feet's air-time
+share and swing clearance while moving (MuJoCo kinematics of the rollout), and writes a PNG
 of commanded versus measured velocity and, with --video, an MP4 of the first seed's rollout
 (loco_policy.tools.video: MuJoCo's offscreen renderer on the backend's state, so a Warp rollout is
 drawn by MuJoCo from the Warp qpos). The last printed line is one JSON object.
@@ -43,6 +44,57 @@ SCHEDULE = (
 
 SETTLE_S = 1.0
 """Seconds at the start of each segment left out of its tracking error (the transient)."""
+
+AIR_HEIGHT = 0.01
+"""Foot sole height (m) above which a foot counts as in the air (gait figures)."""
+
+
+class FootHeights:
+    """Sole heights (4,) m of the feet, LF RF LH RH, from a qpos (MuJoCo kinematics only)."""
+
+    def __init__(self):
+        """Compile the description once."""
+        import mujoco
+
+        from loco_policy import description
+
+        self.mujoco = mujoco
+        self.model = description.load_model()
+        self.data = mujoco.MjData(self.model)
+        self.ids = [self.model.geom(name).id for name in spec.FOOT_NAMES]
+        self.radius = self.model.geom_size[self.ids, 0]  # (4,) m, spheres
+
+    def __call__(self, qpos):
+        """Heights of the foot spheres' lowest points above the ground (4,) m."""
+        self.data.qpos[:] = qpos
+        self.mujoco.mj_kinematics(self.model, self.data)
+        return self.data.geom_xpos[self.ids, 2] - self.radius
+
+
+def gait_figures(trace, schedule=SCHEDULE):
+    """Air-time share and swing clearance of the feet over the moving segments (after settling).
+
+    air_share: fraction of (tick, foot) pairs with the sole above AIR_HEIGHT; clearance_m: mean
+    over swings (a foot's ticks in the air in a row) of the swing's highest sole height.
+    """
+    feet, t, segment = trace['feet'], trace['t'], trace['segment']
+    starts = np.cumsum([0.0] + [s for _, s, _ in schedule])
+    moving = np.array([
+        any(schedule[i][2]) and t[k] - starts[i] > SETTLE_S for k, i in enumerate(segment)
+    ], dtype=bool)  # fmt: skip
+    if not moving.any():
+        return {'air_share': None, 'clearance_m': None, 'swings': 0}
+    air = feet > AIR_HEIGHT  # (T, 4)
+    apexes = []
+    for foot in range(feet.shape[1]):
+        up = air[:, foot] & moving
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], up.astype(int), [0]])))
+        apexes += [float(feet[a:b, foot].max()) for a, b in zip(edges[::2], edges[1::2])]
+    return {
+        'air_share': float(air[moving].mean()),
+        'clearance_m': float(np.mean(apexes)) if apexes else 0.0,
+        'swings': len(apexes),
+    }
 
 
 @dataclass
@@ -114,9 +166,11 @@ def run_episode(policy, backend, config, seed, video=None, schedule=SCHEDULE):
     state machine), then the schedule runs in WALK with the controller's action clipping and
     target rate limit. Leaving WALK (a fault) counts as a fall. video (a RolloutVideo or None)
     is offered the state after every schedule tick; it only reads it. schedule: (name, s,
-    command) segments, SCHEDULE unless given; the trace adds the joint positions q (T, 12).
+    command) segments, SCHEDULE unless given; the trace adds the joint positions q (T, 12) and
+    the feet's sole heights (T, 4) m.
     """
     rng = np.random.default_rng(seed)
+    feet = FootHeights()
     backend.reset()
     ctrl = Controller(ControllerConfig(stand_duration=0.5), policy)
     t = 0.0
@@ -129,7 +183,7 @@ def run_episode(policy, backend, config, seed, video=None, schedule=SCHEDULE):
         raise RuntimeError(f'the controller did not reach WALK: {ctrl.status(t)}')
     steps = int(round(sum(s for _, s, _ in schedule) / spec.CONTROL_DT))
     trace = {'t': [], 'segment': [], 'command': [], 'lin_vel': [], 'ang_vel': [], 'height': [],
-             'q': []}  # fmt: skip
+             'q': [], 'feet': []}  # fmt: skip
     terms = []  # (7,) raw reward terms of each WALK tick, as the robot computes them
     fell = False
     for k in range(steps):
@@ -146,6 +200,7 @@ def run_episode(policy, backend, config, seed, video=None, schedule=SCHEDULE):
         trace['ang_vel'].append(float(state.base_ang_vel[2]))
         trace['height'].append(float(state.base_pos[2]))
         trace['q'].append(state.q.copy())
+        trace['feet'].append(feet(state_qpos(state)))
         if video is not None:
             measured = (*state.base_lin_vel[:2], state.base_ang_vel[2])
             video.add(trace['t'][-1], state_qpos(state), command, measured, schedule[segment][0])
@@ -215,7 +270,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
         actuator = model.read(config.actuator)
     backend = make_backend(config.sim, perturbation, actuator=actuator)
     recorder = _open_video(video, policy_path, config) if video else None
-    per_seed, falls, first, terms, video_summary = [], 0, None, [], None
+    per_seed, falls, first, terms, video_summary, gaits = [], 0, None, [], None, []
     for seed in range(config.seeds):
         try:
             trace = run_episode(policy, backend, config, seed, recorder if seed == 0 else None)
@@ -226,6 +281,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
         falls += int(trace['fell'])
         per_seed.append(segment_errors(trace))
         terms.append(trace['reward_terms'])
+        gaits.append(gait_figures(trace))
         print(
             f'seed {seed}: {"FELL" if trace["fell"] else "ok"} at {trace["t"][-1]:.2f} s',
             file=sys.stderr,
@@ -253,6 +309,11 @@ def evaluate(policy_path, config, plot_path=None, video=None):
             'actuator': os.path.abspath(config.actuator) if config.actuator else None,
         },  # fmt: skip
         'falls': falls,
+        'gait': {  # means over the seeds (moving segments, after settling)
+            key: float(np.mean(values)) if values else None
+            for key in ('air_share', 'clearance_m')
+            for values in [[g[key] for g in gaits if g[key] is not None]]
+        },
         'mean_lin_err': float(np.mean([s['lin_err'] for s in moving])) if moving else None,
         'mean_yaw_err': float(np.mean([s['yaw_err'] for s in moving])) if moving else None,
         'segments': segments,
@@ -324,6 +385,10 @@ def run(args):
         yaw = 'n/a' if errors['yaw_err'] is None else f'{errors["yaw_err"]:.3f}'
         print(f'{name:<14}{lin:>12}{yaw:>15}')
     print(f'falls: {summary["falls"]} of {summary["seeds"]}')
+    gait = summary['gait']
+    if gait['air_share'] is not None:
+        print(f'feet in the air {100 * gait["air_share"]:.0f} % of the moving time, swing '
+              f'clearance {100 * gait["clearance_m"]:.1f} cm')  # fmt: skip
     print(
         'reward terms (raw, per tick): '
         + ', '.join(f'{name} {value:.4g}' for name, value in summary['reward_terms'].items())
