@@ -78,8 +78,8 @@ def test_gait_figures_count_swings_in_the_moving_segments_only():
     segment = np.array([schedule_command(x - 0.02)[0] for x in t])
     feet = np.zeros((len(t), 4))
     feet[50:60, 0] = 0.2  # lifted while standing: not counted
-    feet[300:310, 1] = np.linspace(0.02, 0.06, 10)  # two swings in forward_1.0
-    feet[320:330, 1] = 0.04
+    feet[400:410, 1] = np.linspace(0.02, 0.06, 10)  # two swings in forward_1.0, settled
+    feet[420:430, 1] = 0.04
     figures = gait_figures({'feet': feet, 't': t, 'segment': segment})
     assert figures['swings'] == 2
     assert figures['clearance_m'] == pytest.approx(0.05)
