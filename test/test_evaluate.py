@@ -85,3 +85,13 @@ def test_gait_figures_count_swings_in_the_moving_segments_only():
     assert figures['clearance_m'] == pytest.approx(0.05)
     moving = sum(1 for k, i in enumerate(segment) if any(SCHEDULE[i][2]))
     assert figures['air_share'] == pytest.approx(20 / (4 * (moving - 4 * 50)), rel=0.05)
+
+
+def test_a_command_reaches_the_drives_latency_seconds_after_it_was_sent():
+    from loco_train.experiments.evaluate import CommandDelay
+
+    delay = CommandDelay(0.01)
+    delay.send(0.0, 'a')
+    assert [delay.at(x) for x in (0.0, 0.005, 0.01, 0.015)] == ['a'] * 4  # the first: at once
+    delay.send(0.02, 'b')
+    assert [delay.at(x) for x in (0.02, 0.025, 0.03, 0.035)] == ['a', 'a', 'b', 'b']

@@ -12,6 +12,7 @@ drawn by MuJoCo from the Warp qpos). The last printed line is one JSON object.
 """
 
 import argparse
+import collections
 from dataclasses import dataclass, replace
 import json
 import os
@@ -143,8 +144,31 @@ def tilt(quat):
     return float(np.arccos(np.clip(1.0 - 2.0 * (x * x + y * y), -1.0, 1.0)))
 
 
-def _control_tick(ctrl, backend, rng, config, t, command=None):
-    """Feed the backend's (noisy) sensors to the controller, step it, apply its command."""
+class CommandDelay:
+    """Joint commands as the drives see them, `latency` s after they were sent (as sim_robot)."""
+
+    def __init__(self, latency):
+        """No command sent yet."""
+        self.latency = float(latency)
+        self.pending = collections.deque()  # (time the drives use it (s), JointCommand)
+        self.current = None
+
+    def send(self, t, command):
+        """A command sent at time t (s)."""
+        self.pending.append((t + self.latency, command))
+
+    def at(self, t):
+        """The command in force at time t (s): the newest arrived (before any: the first sent)."""
+        while self.pending and self.pending[0][0] <= t + 1e-9:
+            _, self.current = self.pending.popleft()
+        return self.current if self.current is not None else self.pending[0][1]
+
+
+def _control_tick(ctrl, backend, rng, config, t, command=None, delay=None):
+    """Feed the backend's (noisy) sensors to the controller, step it, apply its command.
+
+    delay: a CommandDelay (config.latency) the command passes through, or None (no latency).
+    """
     state = backend.state()
     w, x, y, z = state.base_quat
     qd = state.qd + rng.normal(0.0, config.joint_vel_noise, spec.NUM_JOINTS)
@@ -154,8 +178,13 @@ def _control_tick(ctrl, backend, rng, config, t, command=None):
     if command is not None:
         ctrl.on_cmd_vel(*command, t)  # streamed every tick, as a teleoperator does
     tick = ctrl.step(t)
-    for _ in range(int(round(spec.CONTROL_DT / backend.dt))):
-        backend.step(tick.command)
+    if delay is None:
+        for _ in range(int(round(spec.CONTROL_DT / backend.dt))):
+            backend.step(tick.command)
+        return tick
+    delay.send(t, tick.command)
+    for j in range(int(round(spec.CONTROL_DT / backend.dt))):
+        backend.step(delay.at(t + j * backend.dt))
     return tick
 
 
@@ -171,12 +200,13 @@ def run_episode(policy, backend, config, seed, video=None, schedule=SCHEDULE):
     """
     rng = np.random.default_rng(seed)
     feet = FootHeights()
+    delay = CommandDelay(config.latency) if config.latency > 0.0 else None
     backend.reset()
     ctrl = Controller(ControllerConfig(stand_duration=0.5), policy)
     t = 0.0
     for request, seconds in (('start', 0.2), ('start', 1.0)):  # PASSIVE -> STAND -> WALK
         for _ in range(int(round(seconds / spec.CONTROL_DT))):
-            _control_tick(ctrl, backend, rng, config, t)
+            _control_tick(ctrl, backend, rng, config, t, delay=delay)
             t += spec.CONTROL_DT
         ctrl.request(request, t)
     if ctrl.fsm.mode is not Mode.WALK:
@@ -188,7 +218,7 @@ def run_episode(policy, backend, config, seed, video=None, schedule=SCHEDULE):
     fell = False
     for k in range(steps):
         segment, command = schedule_command(k * spec.CONTROL_DT, schedule)
-        tick = _control_tick(ctrl, backend, rng, config, t, command)
+        tick = _control_tick(ctrl, backend, rng, config, t, command, delay)
         if tick.row is not None:
             terms.append(tick.row.reward_terms)
         t += spec.CONTROL_DT
