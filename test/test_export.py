@@ -88,7 +88,8 @@ def test_cli_exports_a_checkpoint_and_check_policy_accepts_it(trained_like, tmp_
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report['ok'] and report['provenance']['iterations'] == 7
     rebuilt, info = load_policy(str(ckpt))
-    assert info == {'algorithm': 'sac', 'iterations': 7, 'return': 1.5, 'command_ranges': None}
+    assert info == {'algorithm': 'sac', 'iterations': 7, 'return': 1.5, 'command_ranges': None,
+                    'observation_layout': 'velocity'}  # fmt: skip
     assert report['command_ranges'] == {k: list(v) for k, v in spec.COMMAND_RANGES.items()}
     obs = torch.randn(5, spec.OBS_DIM)
     torch.testing.assert_close(rebuilt(obs), DeployedPolicy(normalizer, actor).eval()(obs))
