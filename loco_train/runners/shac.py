@@ -85,8 +85,14 @@ class ShacRunner:
             population=config.num_envs if parallel else None,
         )
         self.init_sha256 = ''
-        if config.init_policy:
-            self._start_from(config.init_policy)
+        if config.init_policy:  # every rank reads it (one node's copy may differ or be missing)
+            error = ''
+            try:
+                self._start_from(config.init_policy)
+            except ValueError as refused:
+                error = str(refused)
+            if not distributed.all_true(not error):  # a refusal anywhere stops every rank
+                raise ValueError(error or f'--init-policy {config.init_policy}: refused on a rank')
         distributed.broadcast_modules_(  # rank 0's initial weights everywhere
             self.shac.actor, self.shac.critic, self.shac.target_critic, self.shac.normalizer
         )
