@@ -84,23 +84,23 @@ def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
     rclpy.init(args=args)
     try:
         node = factory()
-    except ModuleNotFoundError as error:
-        rclpy.try_shutdown()
-        line = missing_dependency.from_error(error, name, prefer=('deploy', 'sim', 'tools'))
-        if line is None:
-            raise
-        print(line, file=sys.stderr, flush=True)
-        return 2
-    except (*refused, ParameterException) as error:
-        print(f'{name}: {error}', file=sys.stderr, flush=True)
-        rclpy.try_shutdown()
-        return 2
     except BaseException as error:
-        # Ctrl-C/SIGTERM while the node is still being built (a slow import such as
-        # onnxruntime's re-raises it as ImportError) is a stop request, not a failure
+        # Ctrl-C while the node is being built (a slow import such as onnxruntime's re-raises
+        # it as ImportError), or SIGTERM (rclpy's handler shuts the context down, and the next
+        # rclpy call fails), is a stop request, not a failure
+        stopping = interrupted(error) or not rclpy.ok()
         rclpy.try_shutdown()
-        if interrupted(error):
+        if stopping:
             return 0
+        if isinstance(error, ModuleNotFoundError):
+            line = missing_dependency.from_error(error, name, prefer=('deploy', 'sim', 'tools'))
+            if line is None:
+                raise
+            print(line, file=sys.stderr, flush=True)
+            return 2
+        if isinstance(error, (*refused, ParameterException)):
+            print(f'{name}: {error}', file=sys.stderr, flush=True)
+            return 2
         raise
     try:
         (spin or rclpy.spin)(node)
