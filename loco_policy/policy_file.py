@@ -8,6 +8,7 @@ tools read them, so they are stable. A file whose observation ends in the gait c
 """
 
 from dataclasses import dataclass
+import functools
 import hashlib
 import json
 import os
@@ -110,7 +111,7 @@ class PolicyContract:
                 return name
         return None
 
-    @property
+    @functools.cached_property
     def gait_clock(self):
         """Whether the policy takes the gait clock (the control loop counts its periods)."""
         return self.layout == 'gait_clock'

@@ -65,6 +65,9 @@ def test_randomize_overrides_widen_the_ranges_and_draw_a_command_delay():
     assert 'delay' not in sample_params(4, RandomizationConfig())  # default: the drives' own
     with pytest.raises(ValueError, match='beyond the drives'):
         sample_params(4, RandomizationConfig(delay=(0.0, 0.05)), max_delay=0.04)
+    with pytest.raises(ValueError, match='the fit'):  # a fitted model's widths set the drives'
+        parse_overrides(['delay=0:0.02'], actuator=True)
+    assert parse_overrides(['gain_scale=0.8:1.2'], actuator=True) == {'gain_scale': (0.8, 1.2)}
     for bad in ('delay=0.02:0', 'friction=-1:1', 'kp_scale=1', 'sigma=0:1', 'delay=0:nan'):
         with pytest.raises(ValueError, match='randomize'):
             parse_overrides([bad])

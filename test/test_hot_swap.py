@@ -177,6 +177,7 @@ def test_switch_swaps_at_a_tick_keeps_the_previous_and_rolls_back(tmp_path, key_
     switch = PolicySwitch(active, key_file, RELAXED, window=0.5, margin=0.1, observations=20)
     try:
         for i, obs in enumerate(observations(20)):
+            controller.policy_obs = obs.astype(np.float32)  # what a WALK step gave the policy
             switch.after_tick(controller, walk_row(i, obs, 1.0), False, i * 0.02)
         path = write_random_policy(tmp_path / 'new.onnx', weight_scale=0.01, seed=1)
         switch.submit(announce(path, version=7))

@@ -402,8 +402,8 @@ class PolicySwitch:
     def after_tick(self, controller, row, faulted, now):
         """After a control step: record WALK observations and rewards; automatic rollback."""
         if row is not None and row.mode == 'WALK':
-            seen = controller.policy_obs if controller.policy_obs is not None else row.obs
-            self.recent.append(np.array(seen, dtype=np.float64))  # what the policy took
+            if controller.policy_obs is not None:  # what the policy took (48 or 50 terms)
+                self.recent.append(np.array(controller.policy_obs, dtype=np.float64))
             terms = dict(zip(REWARD_TERMS, row.reward_terms))
             reward = sum(w * terms[k] for k, w in TRACKING_WEIGHTS.items())
             self.monitor.record(now, reward, controller.command)

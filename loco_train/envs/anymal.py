@@ -408,6 +408,8 @@ def make_vec_env(num_envs, device='cpu', seed=0, **overrides):
         overrides['commands'] = CommandConfig(**parse_command_overrides(commands))
     ranges = overrides.pop('randomization_overrides', None)
     if ranges:  # NAME=LOW:HIGH strings from the trainers' --randomize options
-        overrides['randomization'] = RandomizationConfig(**randomization.parse_overrides(ranges))
+        fitted = bool(overrides.get('actuator_file'))
+        parsed = randomization.parse_overrides(ranges, actuator=fitted)
+        overrides['randomization'] = RandomizationConfig(**parsed)
     config = AnymalEnvConfig(**overrides)
     return AnymalEnv(num_envs, config, device, seed)

@@ -115,7 +115,7 @@ def _sample_actuator(n, config, generator, actuator, max_delay):
     bounds = actuator_fit.ranges(actuator, config, max_delay)
     j = spec.NUM_JOINTS
     drawn = {name: _uniform(generator, *bounds[name], (n, j)) for name in actuator_fit.FIELDS}
-    return {
+    params = {
         'kp': spec.KP * drawn.pop('kp_scale'),  # N m/rad, as drive_params maps a fit
         'kd': spec.KD * drawn.pop('kd_scale'),
         'mass_offset': _uniform(generator, *config.mass_offset, (n,)),
@@ -123,6 +123,10 @@ def _sample_actuator(n, config, generator, actuator, max_delay):
         'delay': _uniform(generator, *bounds['delay'], (n,)),
         **drawn,
     }
+    if tuple(config.gain_scale) != (1.0, 1.0):  # on top of the fit's ranges, as without one
+        common = _uniform(generator, *config.gain_scale, (n, 1))
+        params['kp'], params['kd'] = params['kp'] * common, params['kd'] * common
+    return params
 
 
 RANGE_FIELDS = ('mass_offset', 'friction', 'kp_scale', 'kd_scale', 'gain_scale', 'delay')
@@ -145,8 +149,15 @@ def add_override_argument(parser):
     )
 
 
-def parse_overrides(items):
-    """RandomizationConfig keyword overrides from 'name=value' strings; ValueError on a bad one."""
+FIT_FIELDS = ('kp_scale', 'kd_scale', 'delay')
+"""Ranges a fitted actuator model replaces (its widths decide them): refused beside one."""
+
+
+def parse_overrides(items, actuator=False):
+    """RandomizationConfig keyword overrides from 'name=value' strings; ValueError on a bad one.
+
+    actuator: whether a fitted actuator model is in use (then FIT_FIELDS are refused).
+    """
     out = {}
     for item in items or ():
         name, sep, value = (part.strip() for part in item.partition('='))
@@ -165,6 +176,11 @@ def parse_overrides(items):
             raise ValueError(
                 f'randomize {item!r}: expected NAME=LOW:HIGH with NAME one of {RANGE_FIELDS} '
                 f'or NAME=NUMBER (>= 0) with NAME one of {NUMBER_FIELDS}'
+            )
+        if actuator and name in FIT_FIELDS:
+            raise ValueError(
+                f"randomize {item!r}: with --actuator the fit's widths set {name} (see the "
+                'actuator_* widths); gain_scale, mass, friction and pushes still apply'
             )
     return out
 

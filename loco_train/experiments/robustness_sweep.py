@@ -4,8 +4,10 @@
 evaluates each policy (default: the shipped SHAC and PPO files) in every cell of the grid with
 `loco-train eval`'s episode (the deployment controller on the fixed 20 s command schedule, MuJoCo
 as the independent simulator), `--seeds` episodes per cell, cells spread over `--workers`
-processes. Each finished cell is appended to OUT/cells.jsonl at once, so a killed sweep resumes
-where it stopped. Writes OUT/robustness.png (one heat-map of the tracking error per policy,
+processes. Each finished cell is appended to OUT/cells.jsonl at once, keyed by the policy file's
+sha256, the cell and the seed count, so a killed sweep resumes where it stopped (and a retrained
+file of the same name is evaluated afresh); a cell whose evaluation fails is reported and left
+for the next run. Writes OUT/robustness.png (one heat-map of the tracking error per policy,
 friction and latency, payload against gain scale, the falls written in each cell) and prints one
 JSON line: per policy the cells it walks in (no fall), and the cells where the first policy falls
 while another walks.
@@ -21,6 +23,8 @@ import sys
 import time
 
 import numpy as np
+
+from loco_policy.policy_file import file_sha256
 
 POLICIES = ('anymal_c_walk.onnx', 'anymal_c_walk_ppo.onnx')
 """The shipped files compared by default (loco_policy/policies)."""
@@ -41,7 +45,7 @@ def floats(text):
     return tuple(float(v) for v in text.split(','))
 
 
-def evaluate_cell(policy, cell, seeds):
+def evaluate_cell(policy, sha256, cell, seeds):
     """Evaluate one policy in one cell (a dict of AXES); its falls and tracking errors."""
     from loco_train.experiments.evaluate import EvalConfig, evaluate
 
@@ -50,6 +54,7 @@ def evaluate_cell(policy, cell, seeds):
         result = evaluate(policy, config)
     return {
         'policy': os.path.basename(policy),
+        'sha256': sha256,
         **cell,
         'seeds': seeds,
         'falls': result['falls'],
@@ -59,12 +64,17 @@ def evaluate_cell(policy, cell, seeds):
 
 
 def key(row):
-    """A cell row's identity: policy and coordinates."""
+    """A cell row's identity for the figure and summary: policy name and coordinates."""
     return (row['policy'],) + tuple(round(float(row[a]), 6) for a in AXES)
 
 
+def resume_key(row):
+    """A cell row's identity for resuming: the file's sha256, coordinates and seed count."""
+    return (row.get('sha256'), int(row['seeds'])) + key(row)[1:]
+
+
 def read_cells(path):
-    """The rows of a cells.jsonl; a torn last line (a killed sweep) is left out."""
+    """The rows of a cells.jsonl; a torn line (a killed sweep) is skipped."""
     rows = []
     if os.path.exists(path):
         with open(path) as handle:
@@ -72,7 +82,7 @@ def read_cells(path):
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError:
-                    break
+                    continue
     return rows
 
 
@@ -168,22 +178,34 @@ def main(argv=None):
     grid = {'payload': args.payload, 'gain_scale': args.gain_scale,
             'friction': args.friction, 'latency': args.latency}  # fmt: skip
     names = [os.path.basename(p) for p in args.policies]
-    rows = read_cells(cells_path)
-    done = {key(r) for r in rows}
+    digests = {p: file_sha256(p) for p in args.policies}
+    rows = [r for r in read_cells(cells_path) if r.get('sha256') in digests.values()]
+    done = {resume_key(r) for r in rows}
     todo = []
     for policy in args.policies:
         for values in itertools.product(*(grid[a] for a in AXES)):
             cell = dict(zip(AXES, values))
-            if key({'policy': os.path.basename(policy), **cell}) not in done:
+            row = {'policy': os.path.basename(policy), 'sha256': digests[policy],
+                   'seeds': args.seeds, **cell}  # fmt: skip
+            if resume_key(row) not in done:
                 todo.append((policy, cell))
+    rows = [r for r in rows if int(r['seeds']) == args.seeds]
     if todo and not args.plot_only:
-        start = time.monotonic()
+        start, failed = time.monotonic(), 0
         print(f'{len(todo)} cells to evaluate ({len(done)} already in {cells_path})',
               file=sys.stderr)  # fmt: skip
         with ProcessPoolExecutor(args.workers) as pool, open(cells_path, 'a') as out:
-            futures = [pool.submit(evaluate_cell, p, c, args.seeds) for p, c in todo]
+            out.write('\n')  # after a torn last line, start a fresh one (blank lines are skipped)
+            futures = {pool.submit(evaluate_cell, p, digests[p], c, args.seeds): (p, c)
+                       for p, c in todo}  # fmt: skip
             for n, future in enumerate(as_completed(futures), 1):
-                row = future.result()
+                try:
+                    row = future.result()
+                except Exception as error:  # one broken cell must not lose the others
+                    failed += 1
+                    print(f'[{n}/{len(todo)}] {futures[future]} failed: {error!r}',
+                          file=sys.stderr)  # fmt: skip
+                    continue
                 out.write(json.dumps(row) + '\n')
                 out.flush()
                 rows.append(row)
@@ -192,6 +214,8 @@ def main(argv=None):
                       f'{row["gain_scale"]:g} friction {row["friction"]:g} latency '
                       f'{row["latency"] * 1e3:g} ms: falls {row["falls"]}, eta '
                       f'{elapsed / n * (len(todo) - n):.0f} s', file=sys.stderr)  # fmt: skip
+        if failed:
+            print(f'{failed} cells failed; run again to retry them', file=sys.stderr)
     figure = os.path.join(args.out, 'robustness.png')
     plot(rows, names, grid, figure)
     summary = summarise(rows, names) | {'grid': grid, 'seeds': args.seeds, 'plot': figure}

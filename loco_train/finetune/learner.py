@@ -178,6 +178,12 @@ class FineTuner:
             raise WarmStartError(f'{path}: not a loco-train sac checkpoint ({error})') from None
         payload = state.get('policy', {})
         kwargs = payload.get('actor_kwargs') or {}
+        if kwargs.get('obs_dim', spec.OBS_DIM) != spec.OBS_DIM:  # the transition rows hold 48
+            raise WarmStartError(
+                f'{path}: its actor takes {kwargs["obs_dim"]} observation entries; fine-tuning '
+                f'learns from /replay/transitions, whose rows hold the {spec.OBS_DIM}-term '
+                'velocity observation (a gait-clock policy is not fine-tuned)'
+            )
         cfg = SACConfig(
             **{k: tuple(v) if isinstance(v, list) else v for k, v in saved['config'].items()}
         )

@@ -192,6 +192,9 @@ def _train(args, ranks):
     try:
         offset, count = ranks.shard(cfg.num_envs)
         extra = env_overrides(args)
+        if extra.get('observation', 'velocity') != 'velocity':  # rsl-rl's checkpoints and
+            # run.json carry no layout for the exporter
+            raise ValueError('--observation gait_clock trains with loco-train shac or sac')
         if ranks.enabled:
             if cfg.env != 'anymal':
                 raise ValueError(f'data-parallel training needs --env anymal, not {cfg.env}')

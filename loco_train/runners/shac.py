@@ -89,8 +89,8 @@ class ShacRunner:
             error = ''
             try:
                 self._start_from(config.init_policy)
-            except ValueError as refused:
-                error = str(refused)
+            except Exception as refused:  # any failure must reach every rank
+                error = str(refused) or repr(refused)
             if not distributed.all_true(not error):  # a refusal anywhere stops every rank
                 raise ValueError(error or f'--init-policy {config.init_policy}: refused on a rank')
         distributed.broadcast_modules_(  # rank 0's initial weights everywhere
