@@ -30,3 +30,16 @@ def test_a_failing_writer_leaves_the_old_file_and_no_temporary(tmp_path):
     with pytest.raises(RuntimeError):
         atomic_write(path, fail)
     assert path.read_bytes() == b'old' and os.listdir(tmp_path) == ['state.pt']
+
+
+def test_json_lines_survive_a_torn_line_and_end_it_before_the_next_row(tmp_path):
+    from loco_train.policy.atomic_io import append_json_line, read_json_lines
+
+    path = tmp_path / 'runs.jsonl'
+    assert read_json_lines(path) == []
+    append_json_line(path, {'a': 1})
+    with open(path, 'a') as handle:
+        handle.write('{"a": 2, "b"')  # killed mid-write
+    append_json_line(path, {'a': 3})
+    assert read_json_lines(path) == [{'a': 1}, {'a': 3}]
+    assert path.read_text().count('\n') == 3

@@ -37,3 +37,31 @@ def test_side_by_side_run_prints_a_table_and_json(tmp_path, monkeypatch):
 def test_unknown_implementation_is_refused():
     with pytest.raises(SystemExit, match='--impls'):
         main(['bench', 'sac-sb3', '--impls', 'loco,cleanrl', '--steps', '0'])
+
+
+def test_results_file_resumes_without_training_again(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / 'runs.jsonl'
+    argv = ['bench', 'sac-sb3', '--envs', 'Pendulum-v1', '--steps', '120', '--seeds', '1']
+    argv += ['--eval-episodes', '1', '--speed-seconds', '0', '--impls', 'loco']
+    argv += ['--results', str(results)]
+
+    def run():
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(argv) == 0
+        return out.getvalue()
+
+    first = run()
+    assert '0 runs already in' in first and len(results.read_text().splitlines()) == 1
+    with results.open('a') as handle:
+        handle.write('{"impl": "loco", "env": "Pend')  # a run killed mid-write
+    second = run()
+    assert '1 runs already in' in second and '0 to train' in second
+    runs = lambda text: json.loads(text.splitlines()[-1])['runs']  # noqa: E731
+    assert runs(second) == runs(first)
+    # Another seed count trains only the missing seed; the torn line stays skipped.
+    argv[argv.index('--seeds') + 1] = '2'
+    third = run()
+    assert '1 runs already in' in third and '1 to train' in third
+    assert sorted(r['seed'] for r in runs(third)) == [0, 1]

@@ -11,7 +11,9 @@ policy node's CPU use during WALK (from /proc). The policy is the shipped one wh
 it stands still; timing only). Each run measures policy_node ticking on /joint_states arrivals
 (the default) and, as the baseline in the same run, on its free-running 50 Hz timer; then the
 CPU use of a bare subscriber to the same state stream (tools/bare_subscriber) with rclpy's
-default executor and with its EventsExecutor, and sim_robot's CPU beside each. `--sidecar CPUS`
+default executor and with its EventsExecutor, and sim_robot's CPU beside each; then the period
+jitter of a bare 50 Hz sleep loop beside sim_robot (tools/sleep_loop), the machine's floor for
+the jitter goal. `--sidecar CPUS`
 runs the /joint_states-ticked loop once more with sac_finetune learning beside it (pinned to
 CPUS, fed by the loop's own transitions, exporting candidates the loop swaps in), against the
 run without it.
@@ -243,27 +245,56 @@ def time_swap(node, executor, work, key_file):
     }
 
 
-def bare_cpu(args, work, executor_name):
-    """CPU % of a bare subscriber to sim_robot's state topics (see tools/bare_subscriber)."""
+def beside_sim(work, module_argv, seconds, until_exit=False):
+    """Run a baseline process beside a fresh sim_robot; its CPU %, sim_robot's, its stdout.
+
+    The process is SIGINTed after `seconds` of measurement, or, with until_exit, waited for.
+    """
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1')
     env.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
-    log = open(os.path.join(work, 'bare.log'), 'wb')
+    log = open(os.path.join(work, 'baseline.log'), 'wb')
     sim = start('sim_robot', [], env, log)
-    argv = [sys.executable, '-m', 'loco_policy.tools.bare_subscriber', '--executor', executor_name]
-    bare = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, process_group=0)
-    try:
-        time.sleep(BARE_SETTLE)  # discovery and the first messages
-        cpu0, sim0, t0 = cpu_seconds(bare.pid), cpu_seconds(sim.pid), time.monotonic()
-        time.sleep(min(args.seconds, BARE_SECONDS))
-        elapsed = time.monotonic() - t0
-        return {
-            'cpu_percent': round(100.0 * (cpu_seconds(bare.pid) - cpu0) / elapsed, 1),
-            'cpu_percent_sim_robot': round(100.0 * (cpu_seconds(sim.pid) - sim0) / elapsed, 1),
-        }
-    finally:
-        stop(bare)
-        stop(sim)
-        log.close()
+    out_path = os.path.join(work, 'baseline.out')
+    with open(out_path, 'wb') as out:
+        time.sleep(BARE_SETTLE)  # sim_robot up, discovery and the first messages
+        proc = subprocess.Popen(
+            [sys.executable, '-m', *module_argv], env=env, stdout=out, stderr=log,
+            process_group=0,
+        )  # fmt: skip
+        try:
+            if not until_exit:
+                time.sleep(BARE_SETTLE)
+            cpu0, sim0, t0 = cpu_seconds(proc.pid), cpu_seconds(sim.pid), time.monotonic()
+            if until_exit:
+                proc.wait(seconds + 60.0)
+            else:
+                time.sleep(seconds)
+            elapsed = time.monotonic() - t0
+            sim_cpu = 100.0 * (cpu_seconds(sim.pid) - sim0) / elapsed
+            cpu = 0.0 if until_exit else 100.0 * (cpu_seconds(proc.pid) - cpu0) / elapsed
+        finally:
+            stop(proc)
+            stop(sim)
+            log.close()
+    with open(out_path) as handle:
+        return round(cpu, 1), round(sim_cpu, 1), handle.read()
+
+
+def bare_cpu(args, work, executor_name):
+    """CPU % of a bare subscriber to sim_robot's state topics (see tools/bare_subscriber)."""
+    argv = ['loco_policy.tools.bare_subscriber', '--executor', executor_name]
+    cpu, sim_cpu, _ = beside_sim(work, argv, min(args.seconds, BARE_SECONDS))
+    return {'cpu_percent': cpu, 'cpu_percent_sim_robot': sim_cpu}
+
+
+def sleep_loop_jitter(args, work):
+    """Period jitter (ms) of a bare 50 Hz sleep loop beside sim_robot (see tools/sleep_loop)."""
+    seconds = min(args.seconds, BARE_SECONDS)
+    argv = ['loco_policy.tools.sleep_loop', '--seconds', str(seconds), '--rate', '50']
+    _, sim_cpu, out = beside_sim(work, argv, seconds, until_exit=True)
+    jitter = json.loads(out.strip().splitlines()[-1])['jitter_ms']
+    return {'jitter_ms': jitter, 'cpu_percent_sim_robot': sim_cpu,
+            'below_goal': jitter['p99'] < GOALS_MS['jitter_p99_ms']}  # fmt: skip
 
 
 def walk_policy_algorithm(policy):
@@ -372,6 +403,8 @@ def main(argv=None):
                         'policy_swaps_during_run', 'mode_at_end', 'goals_met')
         }  # fmt: skip
     result['baseline_bare_subscriber'] = bare
+    with tempfile.TemporaryDirectory(prefix='loco_bench_') as work:
+        result['baseline_sleep_loop'] = sleep_loop_jitter(args, work)
     result['baseline_timer'] = {
         key: runs['timer'][key]
         for key in ('loop_rate_hz', 'jitter_ms', 'latency_state_to_command_ms', 'inference_ms',
@@ -396,6 +429,7 @@ def main(argv=None):
         print(f'{"with sac_finetune, " + key:30} {value}')
     for name, figures in bare.items():
         print(f'{"bare subscriber, " + name:30} {figures}')
+    print(f'{"bare 50 Hz sleep loop":30} {result["baseline_sleep_loop"]}')
     print(json.dumps(result))
     return 0
 

@@ -9,6 +9,10 @@ Two measurements, both with the same torch and the same torch thread count:
   with its defaults, trained for --steps on each env and seed, then both deterministic policies
   scored by the same evaluation loop (same episodes, same reset seeds).
 
+With --results FILE.jsonl every finished run is appended to FILE at once and runs already there
+(same implementation, env, seed, steps, evaluation episodes and threads) are not trained again,
+so a long comparison can be stopped and resumed; the table covers every requested run in FILE.
+
 Prints a table and one JSON object as the last line. Needs the bench requirement group
 (requirements/bench.txt: stable-baselines3).
 """
@@ -22,8 +26,18 @@ import time
 import numpy as np
 import torch
 
+from loco_train.policy.atomic_io import append_json_line, read_json_lines
+
 IMPLEMENTATIONS = ('loco', 'sb3')
 """'loco': loco-train sac with its gymnasium defaults; 'sb3': stable_baselines3.SAC defaults."""
+
+CASE_KEYS = ('impl', 'env', 'seed', 'steps', 'eval_episodes', 'threads')
+"""What identifies a training run in a --results file."""
+
+
+def case_key(case: dict) -> tuple:
+    """A run's identity for resuming."""
+    return tuple(case.get(k) for k in CASE_KEYS)
 
 
 def add_arguments(parser) -> None:
@@ -39,6 +53,9 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument(
         '--speed-seconds', type=float, default=10.0, help='timed seconds per learner (0: skip)'
+    )
+    parser.add_argument(
+        '--results', default=None, help='JSON-lines file: finished runs kept, resumed from'
     )
 
 
@@ -264,10 +281,18 @@ def run(args) -> int:
              eval_episodes=args.eval_episodes)
         for env_id in envs for seed in range(args.seeds) for impl in impls
     ]  # fmt: skip
+    wanted = {case_key(c) for c in cases}
     runs = []
+    if args.results:
+        done = {case_key(r): r for r in read_json_lines(args.results) if 'eval_return' in r}
+        runs = [done[k] for k in sorted(wanted & done.keys(), key=str)]
+        cases = [c for c in cases if case_key(c) not in done]
+        print(f'{len(runs)} runs already in {args.results}, {len(cases)} to train', flush=True)
     if args.steps > 0 and cases:
         for result in _run_cases(cases, args.jobs):
             runs.append(result)
+            if args.results:
+                append_json_line(args.results, result)
             print(
                 f'{result["env"]} {result["impl"]} seed {result["seed"]}: eval return '
                 f'{result["eval_return"]:.1f} in {result["train_s"]:.0f} s',

@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from loco_policy.policy_file import file_sha256
+from loco_train.policy.atomic_io import read_json_lines
 
 POLICIES = ('anymal_c_walk.onnx', 'anymal_c_walk_ppo.onnx')
 """The shipped files compared by default (loco_policy/policies)."""
@@ -75,15 +76,7 @@ def resume_key(row):
 
 def read_cells(path):
     """The rows of a cells.jsonl; a torn line (a killed sweep) is skipped."""
-    rows = []
-    if os.path.exists(path):
-        with open(path) as handle:
-            for line in handle:
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-    return rows
+    return read_json_lines(path)
 
 
 def summarise(rows, names):

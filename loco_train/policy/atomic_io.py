@@ -1,5 +1,6 @@
 """Files that survive a kill mid-write: write a temporary file beside the target, then rename."""
 
+import json
 import os
 import secrets
 
@@ -49,3 +50,32 @@ def atomic_torch_save(obj, path: str) -> None:
 def torch_load(path: str, map_location=None):
     """Load a file written by atomic_torch_save (tensors and plain containers only)."""
     return torch.load(os.fspath(path), map_location=map_location, weights_only=True)
+
+
+def append_json_line(path: str, row: dict) -> None:
+    """Append row to a JSON-lines file and fsync it: a kill loses at most the line being written.
+
+    A torn last line (a kill mid-write) is ended first, so the new row starts on a line of its own.
+    """
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, 'a+b') as handle:
+        torn = handle.tell() > 0 and (handle.seek(-1, os.SEEK_END) or handle.read(1) != b'\n')
+        handle.write((b'\n' if torn else b'') + json.dumps(row).encode() + b'\n')
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_json_lines(path: str) -> list[dict]:
+    """The rows of a JSON-lines file (none if it is absent); blank and torn lines are skipped."""
+    rows = []
+    if os.path.exists(path):
+        with open(path) as handle:
+            for line in handle:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(row, dict):
+                    rows.append(row)
+    return rows
