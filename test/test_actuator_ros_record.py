@@ -10,7 +10,7 @@ from loco_train.actuator import model, recovery, ros_record
 from loco_train.actuator.model import ActuatorParams
 from test.helpers.deploy_fixtures import ros_env
 
-CLOSER = {'kp_scale': (10.0, 0.3), 'kd_scale': (15.0, 0.75), 'damping': (30.0, 0.75)}
+CLOSER = {'kp_scale': (10.0, 0.3), 'kd_scale': (20.0, 0.75), 'damping': (30.0, 0.75)}
 """Per field: the largest relative error (%) of a joint after a 3 s run over ROS, and the
 largest mean error as a share of the nominal drive's. sim_robot's timing (commands picked up at
 its 200 Hz ticks after the executor's latency, ticks a millisecond or two off under load) leaves

@@ -141,7 +141,16 @@ def test_sigkill_mid_split_loses_at_most_the_last_flush_period(request, tmp_path
             restarted.append(10_000 + len(restarted))
             publisher.publish(JointState(name=['seq'], position=[float(restarted[-1])]))
             probe.spin(0.02)
-        probe.spin(0.5)
+
+        # the open split is readable up to its last flush (0.2 s): wait for the ten to be there
+        # (a loaded machine delivers and flushes late) before stopping the recorder
+        def readable():
+            try:
+                return len(read_sequence(list_splits(str(bag))[2:])) >= 10
+            except Exception:  # a split being written between two flushes: look again
+                return False
+
+        probe.spin_until(readable, 15.0)
     finally:
         stop_process(recorder)
         probe.close()
