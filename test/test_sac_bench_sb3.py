@@ -52,8 +52,14 @@ def test_results_file_resumes_without_training_again(tmp_path, monkeypatch):
             assert main(argv) == 0
         return out.getvalue()
 
+    from loco_train.bench import sac_vs_sb3
+
+    monkeypatch.setattr(sac_vs_sb3, 'HEARTBEAT_S', 0.2)
+    argv += ['--jobs', '2']  # a worker process (spawned), a progress line while it trains
     first = run()
     assert '0 runs already in' in first and len(results.read_text().splitlines()) == 1
+    assert '0 of 1 runs finished' in first
+    argv = argv[:-2]
     with results.open('a') as handle:
         handle.write('{"impl": "loco", "env": "Pend')  # a run killed mid-write
     second = run()

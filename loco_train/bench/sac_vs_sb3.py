@@ -31,6 +31,9 @@ from loco_train.policy.atomic_io import append_json_line, read_json_lines
 IMPLEMENTATIONS = ('loco', 'sb3')
 """'loco': loco-train sac with its gymnasium defaults; 'sb3': stable_baselines3.SAC defaults."""
 
+HEARTBEAT_S = 300.0
+"""Seconds between progress lines while --jobs > 1 runs train."""
+
 CASE_KEYS = ('impl', 'env', 'seed', 'steps', 'eval_episodes', 'threads')
 """What identifies a training run in a --results file."""
 
@@ -227,8 +230,18 @@ def _run_cases(cases: list[dict], jobs: int):
             torch.set_num_threads(threads)
         return
     context = multiprocessing.get_context('spawn')  # fresh interpreters, no shared torch state
+    start = time.monotonic()
     with context.Pool(min(jobs, len(cases))) as pool:
-        yield from pool.imap_unordered(run_case, cases)
+        results = pool.imap_unordered(run_case, cases)
+        for done in range(len(cases)):
+            while True:
+                try:
+                    result = results.next(timeout=HEARTBEAT_S)
+                    break
+                except multiprocessing.TimeoutError:  # a run takes minutes: show it is alive
+                    print(f'{done} of {len(cases)} runs finished, '
+                          f'{(time.monotonic() - start) / 60:.0f} min', flush=True)  # fmt: skip
+            yield result
 
 
 def _table(runs: list[dict], envs: list[str], impls: list[str]) -> tuple[list[str], dict]:
