@@ -64,3 +64,16 @@ def test_demo_walks_the_schedule_with_the_shipped_policy(request, tmp_path):
     assert 'WALK' in summary['state_transitions']
     assert summary['base_height_m']['min'] > 0.35
     assert summary['transitions_received'] > 500
+
+
+def test_perturbed_drives_are_checked_before_the_stack_starts(tmp_path, capsys):
+    from loco_policy.tools import demo
+
+    truth = tmp_path / 'truth.yaml'
+    truth.write_text('delay: 0.01\n')
+    with pytest.raises(SystemExit):
+        demo.main(['--actuator', str(truth), '--backend', 'warp'])
+    assert 'needs --backend mujoco' in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        demo.main(['--actuator', str(tmp_path / 'none.yaml')])
+    assert 'no such file' in capsys.readouterr().err

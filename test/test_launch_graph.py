@@ -29,6 +29,18 @@ def test_arguments_select_nodes_and_parameters():
     assert nodes[3].overrides['schedule'].startswith('stand:4:0,0,0;forward:8:0.6,0,0')
 
 
+def test_perturbed_drives_reach_sim_robot(tmp_path):
+    truth = tmp_path / 'truth.yaml'
+    truth.write_text('delay: 0.01\n')
+    args = ['payload:=5', 'gain_scale:=0.8', f'actuator:={truth}']
+    sim = launch_graph.node_graph(launch_graph.parse_args(args))[0]
+    assert sim.overrides == {
+        'backend': 'mujoco', 'payload': 5.0, 'gain_scale': 0.8, 'actuator_file': str(truth),
+    }  # fmt: skip
+    with pytest.raises(FileNotFoundError, match='actuator:='):
+        launch_graph.node_graph(launch_graph.parse_args([f'actuator:={tmp_path}/none.yaml']))
+
+
 def test_one_description_publisher_in_every_graph():
     def graph(*argv):
         nodes = launch_graph.node_graph(launch_graph.parse_args(list(argv)))

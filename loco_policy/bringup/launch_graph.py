@@ -19,6 +19,8 @@ Arguments (``name:=value``), all strings as on a ``ros2 launch`` command line:
     exploration X              policy_node's exploration_std (action noise in WALK) — default 0
     payload     KG             mass added to sim_robot's base — default 0
     gain_scale  X              sim_robot's multiplier on kp, kd (weaker drives < 1) — default 1
+    actuator    PATH           sim_robot's drives from an actuator model YAML (fit-actuator's
+                               layout, e.g. a robot's fit or a perturbed truth) — default ''
 """
 
 from dataclasses import dataclass, field
@@ -51,6 +53,7 @@ ARGUMENTS = {
     'exploration': ('0', "policy_node's exploration_std: action noise in WALK (0 = off)"),
     'payload': ('0', "kg added to sim_robot's base (a perturbation)"),
     'gain_scale': ('1', "sim_robot's multiplier on kp and kd (weaker drives below 1)"),
+    'actuator': ('', "sim_robot's drives from an actuator model YAML ('' = the ideal PD)"),
 }
 """name -> (default, description) of every launch argument."""
 
@@ -143,6 +146,10 @@ def node_graph(args, config=None):
             raise ValueError(f'argument {name}:={args[name]} must be a number') from None
         if value != float(ARGUMENTS[name][0]):
             perturbation[name] = value
+    if args['actuator']:
+        if not os.path.isfile(args['actuator']):
+            raise FileNotFoundError(f'argument actuator:={args["actuator"]}: no such file')
+        perturbation['actuator_file'] = os.path.abspath(args['actuator'])
     if use_sim:  # one publisher of the description: robot_description when it runs
         add(
             'sim_robot',

@@ -107,14 +107,19 @@ class Operator:
         self.rclpy.try_shutdown()
 
 
-def start_stack(out, policy, log, backend='mujoco'):
-    """Start loco-launch (sim_robot, policy_node, recorder) in its own process group."""
+def start_stack(out, policy, log, backend='mujoco', actuator=''):
+    """Start loco-launch (sim_robot, policy_node, recorder) in its own process group.
+
+    actuator: an actuator model YAML for sim_robot's drives ('' = the ideal PD drive).
+    """
     argv = [
         sys.executable, '-m', 'loco_policy.bringup.launcher', 'use_sim:=true',
         f'backend:={backend}',
         'record:=true', f'bag:={os.path.join(out, "bag")}', f'policy:={policy}',
         f'stats_file:={os.path.join(out, "policy_stats.json")}',
     ]  # fmt: skip
+    if actuator:
+        argv.append(f'actuator:={actuator}')
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, process_group=0)
 
 
@@ -187,7 +192,9 @@ def run(args):
     elif policy != SHIPPED_POLICY:
         say(f'Running the given policy file {policy}; it walks only if it was trained to.')
     log = open(os.path.join(out, 'launch.log'), 'wb')
-    stack = start_stack(out, policy if have_file else '', log, args.backend)
+    if args.actuator:
+        say(f"sim_robot's drives from {args.actuator} (not the ideal PD drive).")
+    stack = start_stack(out, policy if have_file else '', log, args.backend, args.actuator)
     op = Operator()
     samples, heights, steps = [], [], []
     try:
@@ -224,7 +231,10 @@ def run(args):
         stack_code = stop_stack(stack)
         log.close()
     steps.append(('stack_exit', stack_code == 0, stack_code))
-    return report(out, schedule, samples, heights, steps, transitions, walking, say, args.backend)
+    code, result = report(
+        out, schedule, samples, heights, steps, transitions, walking, say, args.backend
+    )
+    return code, {**result, 'actuator': args.actuator or None}
 
 
 def _figures(stats, walking):
@@ -338,7 +348,15 @@ def main(argv=None):
     parser.add_argument('--backend', choices=('mujoco', 'warp'), default='mujoco')
     parser.add_argument('--startup-timeout', type=float, default=60.0, help='s for the stack')
     parser.add_argument('--video', default='', help='MP4 rendered from the bag after the run')
+    parser.add_argument(
+        '--actuator', default='', help="actuator model YAML for sim_robot's drives (MuJoCo)"
+    )
     args = parser.parse_args(argv)
+    if args.actuator and args.backend != 'mujoco':
+        parser.error('--actuator needs --backend mujoco (the Warp backend has the ideal PD only)')
+    if args.actuator and not os.path.isfile(args.actuator):
+        parser.error(f'--actuator {args.actuator}: no such file')
+    args.actuator = os.path.abspath(args.actuator) if args.actuator else ''
     missing = missing_dependency.check(NEEDS, 'demo', prefer=('sim', 'tools'))
     if missing:
         print(missing, file=sys.stderr)
