@@ -38,8 +38,10 @@ def test_json_lines_survive_a_torn_line_and_end_it_before_the_next_row(tmp_path)
     path = tmp_path / 'runs.jsonl'
     assert read_json_lines(path) == []
     append_json_line(path, {'a': 1})
+    append_json_line(path, {'a': 0})
+    assert path.read_text() == '{"a": 1}\n{"a": 0}\n'  # no blank line between whole rows
     with open(path, 'a') as handle:
         handle.write('{"a": 2, "b"')  # killed mid-write
     append_json_line(path, {'a': 3})
-    assert read_json_lines(path) == [{'a': 1}, {'a': 3}]
-    assert path.read_text().count('\n') == 3
+    assert read_json_lines(path) == [{'a': 1}, {'a': 0}, {'a': 3}]
+    assert path.read_text().count('\n') == 4

@@ -60,7 +60,10 @@ def append_json_line(path: str, row: dict) -> None:
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'a+b') as handle:
-        torn = handle.tell() > 0 and (handle.seek(-1, os.SEEK_END) or handle.read(1) != b'\n')
+        torn = False
+        if handle.seek(0, os.SEEK_END) > 0:
+            handle.seek(-1, os.SEEK_END)
+            torn = handle.read(1) != b'\n'
         handle.write((b'\n' if torn else b'') + json.dumps(row).encode() + b'\n')
         handle.flush()
         os.fsync(handle.fileno())
