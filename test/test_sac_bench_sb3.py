@@ -15,9 +15,10 @@ def test_side_by_side_run_prints_a_table_and_json(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # SB3 and the runner write nothing into the source tree
     out = io.StringIO()
     argv = ['bench', 'sac-sb3', '--envs', 'Pendulum-v1', '--steps', '120', '--seeds', '1']
-    argv += ['--eval-episodes', '1', '--speed-seconds', '0.2']
+    argv += ['--eval-episodes', '1', '--speed-seconds', '0.2', '--plot', 'returns.png']
     with contextlib.redirect_stdout(out):
         assert main(argv) == 0
+    assert (tmp_path / 'returns.png').stat().st_size > 5_000
     lines = out.getvalue().strip().splitlines()
     result = json.loads(lines[-1])
     assert result['bench'] == 'sac-sb3' and result['torch_threads'] == 1

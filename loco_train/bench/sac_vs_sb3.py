@@ -60,6 +60,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         '--results', default=None, help='JSON-lines file: finished runs kept, resumed from'
     )
+    parser.add_argument('--plot', default=None, help='PNG of the evaluation returns per env')
 
 
 def _require_sb3():
@@ -269,6 +270,29 @@ def _table(runs: list[dict], envs: list[str], impls: list[str]) -> tuple[list[st
     return lines, results
 
 
+def plot(results: dict, path: str) -> None:
+    """Bars of the mean evaluation return per env and implementation, each seed a dot."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    envs = list(results)
+    fig, axes = plt.subplots(1, len(envs), figsize=(4 * len(envs), 3.5), squeeze=False)
+    for ax, env_id in zip(axes[0], envs):
+        for i, (impl, row) in enumerate(results[env_id].items()):
+            ax.bar(i, row['mean_eval_return'], color=f'C{i}', alpha=0.6, label=impl)
+            ax.plot([i] * len(row['eval_returns']), row['eval_returns'], 'k.', ms=8)
+        ax.set_xticks(range(len(results[env_id])), list(results[env_id]))
+        ax.set_title(env_id)
+        ax.set_ylabel('evaluation return')
+        ax.grid(alpha=0.3, axis='y')
+    fig.suptitle('SAC with no tuning flags: loco-train against Stable-Baselines3 (dots: seeds)')
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def run(args) -> int:
     """Run the learner-speed comparison and the training runs; print the table and JSON."""
     _require_sb3()
@@ -313,6 +337,8 @@ def run(args) -> int:
             )
     lines, results = _table(runs, envs, impls)
     print('\n'.join(lines))
+    if args.plot and results:
+        plot(results, args.plot)
     out = {
         'bench': 'sac-sb3',
         'torch_threads': args.threads,
