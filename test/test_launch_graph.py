@@ -37,6 +37,8 @@ def test_perturbed_drives_reach_sim_robot(tmp_path):
     assert sim.overrides == {
         'backend': 'mujoco', 'payload': 5.0, 'gain_scale': 0.8, 'actuator_file': str(truth),
     }  # fmt: skip
+    with pytest.raises(ValueError, match='needs backend:=mujoco'):
+        launch_graph.node_graph(launch_graph.parse_args([*args, 'backend:=warp']))
     with pytest.raises(FileNotFoundError, match='actuator:='):
         launch_graph.node_graph(launch_graph.parse_args([f'actuator:={tmp_path}/none.yaml']))
 

@@ -147,6 +147,8 @@ def node_graph(args, config=None):
         if value != float(ARGUMENTS[name][0]):
             perturbation[name] = value
     if args['actuator']:
+        if args['backend'] != 'mujoco':
+            raise ValueError('argument actuator:= needs backend:=mujoco (Warp: the ideal PD only)')
         if not os.path.isfile(args['actuator']):
             raise FileNotFoundError(f'argument actuator:={args["actuator"]}: no such file')
         perturbation['actuator_file'] = os.path.abspath(args['actuator'])

@@ -248,20 +248,23 @@ def time_swap(node, executor, work, key_file):
 def beside_sim(work, module_argv, seconds, until_exit=False):
     """Run a baseline process beside a fresh sim_robot; its CPU %, sim_robot's, its stdout.
 
-    The process is SIGINTed after `seconds` of measurement, or, with until_exit, waited for.
+    The process is SIGINTed after `seconds` of measurement, or, with until_exit, waited for (at
+    most 60 s past `seconds`: subprocess.TimeoutExpired). Both are stopped on any error.
     """
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1')
     env.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
-    log = open(os.path.join(work, 'baseline.log'), 'wb')
-    sim = start('sim_robot', [], env, log)
     out_path = os.path.join(work, 'baseline.out')
-    with open(out_path, 'wb') as out:
-        time.sleep(BARE_SETTLE)  # sim_robot up, discovery and the first messages
-        proc = subprocess.Popen(
-            [sys.executable, '-m', *module_argv], env=env, stdout=out, stderr=log,
-            process_group=0,
-        )  # fmt: skip
+    log = open(os.path.join(work, 'baseline.log'), 'wb')
+    proc = None
+    try:
+        sim = start('sim_robot', [], env, log)
         try:
+            time.sleep(BARE_SETTLE)  # sim_robot up, discovery and the first messages
+            with open(out_path, 'wb') as out:
+                proc = subprocess.Popen(
+                    [sys.executable, '-m', *module_argv], env=env, stdout=out, stderr=log,
+                    process_group=0,
+                )  # fmt: skip
             if not until_exit:
                 time.sleep(BARE_SETTLE)
             cpu0, sim0, t0 = cpu_seconds(proc.pid), cpu_seconds(sim.pid), time.monotonic()
@@ -273,9 +276,11 @@ def beside_sim(work, module_argv, seconds, until_exit=False):
             sim_cpu = 100.0 * (cpu_seconds(sim.pid) - sim0) / elapsed
             cpu = 0.0 if until_exit else 100.0 * (cpu_seconds(proc.pid) - cpu0) / elapsed
         finally:
-            stop(proc)
+            if proc is not None:
+                stop(proc)
             stop(sim)
-            log.close()
+    finally:
+        log.close()
     with open(out_path) as handle:
         return round(cpu, 1), round(sim_cpu, 1), handle.read()
 
@@ -288,13 +293,19 @@ def bare_cpu(args, work, executor_name):
 
 
 def sleep_loop_jitter(args, work):
-    """Period jitter (ms) of a bare 50 Hz sleep loop beside sim_robot (see tools/sleep_loop)."""
+    """Period jitter (ms) of a bare 50 Hz sleep loop beside sim_robot (see tools/sleep_loop).
+
+    A loop that fails gives {'error': ...} instead, so that the runs before it are still reported.
+    """
     seconds = min(args.seconds, BARE_SECONDS)
     argv = ['loco_policy.tools.sleep_loop', '--seconds', str(seconds), '--rate', '50']
-    _, sim_cpu, out = beside_sim(work, argv, seconds, until_exit=True)
-    jitter = json.loads(out.strip().splitlines()[-1])['jitter_ms']
+    try:
+        _, sim_cpu, out = beside_sim(work, argv, seconds, until_exit=True)
+        jitter = json.loads(out.strip().splitlines()[-1])['jitter_ms']
+    except (subprocess.TimeoutExpired, IndexError, KeyError, ValueError, OSError) as error:
+        return {'error': f'the sleep loop gave no figures: {error!r}'}
     return {'jitter_ms': jitter, 'cpu_percent_sim_robot': sim_cpu,
-            'below_goal': jitter['p99'] < GOALS_MS['jitter_p99_ms']}  # fmt: skip
+            'goal_met': jitter['p99'] < GOALS_MS['jitter_p99_ms']}  # fmt: skip
 
 
 def walk_policy_algorithm(policy):

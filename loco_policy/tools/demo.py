@@ -234,7 +234,7 @@ def run(args):
     code, result = report(
         out, schedule, samples, heights, steps, transitions, walking, say, args.backend
     )
-    return code, {**result, 'actuator': args.actuator or None}
+    return code, {**result, 'policy': policy or None, 'actuator': args.actuator or None}
 
 
 def _figures(stats, walking):

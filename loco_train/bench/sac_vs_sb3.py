@@ -281,7 +281,7 @@ def plot(results: dict, path: str) -> None:
     fig, axes = plt.subplots(1, len(envs), figsize=(4 * len(envs), 3.5), squeeze=False)
     for ax, env_id in zip(axes[0], envs):
         for i, (impl, row) in enumerate(results[env_id].items()):
-            ax.bar(i, row['mean_eval_return'], color=f'C{i}', alpha=0.6, label=impl)
+            ax.bar(i, row['mean_eval_return'], color=f'C{IMPLEMENTATIONS.index(impl)}', alpha=0.6)
             ax.plot([i] * len(row['eval_returns']), row['eval_returns'], 'k.', ms=8)
         ax.set_xticks(range(len(results[env_id])), list(results[env_id]))
         ax.set_title(env_id)

@@ -1,4 +1,4 @@
-"""Files that survive a kill mid-write: write a temporary file beside the target, then rename."""
+"""Files that survive a kill mid-write: whole files by rename, JSON lines by append and fsync."""
 
 import json
 import os
