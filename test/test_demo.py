@@ -73,7 +73,7 @@ def test_perturbed_drives_are_checked_before_the_stack_starts(tmp_path, capsys):
     truth.write_text('delay: 0.01\n')
     with pytest.raises(SystemExit):
         demo.main(['--actuator', str(truth), '--backend', 'warp'])
-    assert 'needs --backend mujoco' in capsys.readouterr().err
+    assert 'needs backend:=mujoco' in capsys.readouterr().err
     with pytest.raises(SystemExit):
         demo.main(['--actuator', str(tmp_path / 'none.yaml')])
     assert 'no such file' in capsys.readouterr().err

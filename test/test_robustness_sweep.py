@@ -3,6 +3,7 @@
 import json
 
 from loco_train.experiments import robustness_sweep
+from loco_train.policy.atomic_io import read_json_lines
 
 
 def test_a_sweep_evaluates_each_cell_once_and_resumes_past_a_torn_line(tmp_path, capsys):
@@ -10,7 +11,7 @@ def test_a_sweep_evaluates_each_cell_once_and_resumes_past_a_torn_line(tmp_path,
             '--seeds', '1', '--workers', '1', '--out', str(tmp_path)]  # fmt: skip
     assert robustness_sweep.main(args) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    rows = robustness_sweep.read_cells(tmp_path / 'cells.jsonl')
+    rows = read_json_lines(tmp_path / 'cells.jsonl')
     assert len(rows) == 4 and summary['cells'] == 2  # 2 policies x 2 cells
     assert (tmp_path / 'robustness.png').stat().st_size > 10_000
     nominal = [r for r in rows if r['gain_scale'] == 1.0]
@@ -18,7 +19,7 @@ def test_a_sweep_evaluates_each_cell_once_and_resumes_past_a_torn_line(tmp_path,
     with open(tmp_path / 'cells.jsonl', 'a') as handle:
         handle.write('{"policy": "anymal_c_wa')  # a sweep killed mid-line
     assert robustness_sweep.main(args) == 0  # nothing left to evaluate
-    assert len(robustness_sweep.read_cells(tmp_path / 'cells.jsonl')) == 4
+    assert len(read_json_lines(tmp_path / 'cells.jsonl')) == 4
     assert 'cells to evaluate' not in capsys.readouterr().err
 
 

@@ -107,19 +107,23 @@ class Operator:
         self.rclpy.try_shutdown()
 
 
-def start_stack(out, policy, log, backend='mujoco', actuator=''):
-    """Start loco-launch (sim_robot, policy_node, recorder) in its own process group.
+def stack_arguments(out, policy, backend='mujoco', actuator=''):
+    """loco-launch's name:=value arguments for the demo's graph.
 
     actuator: an actuator model YAML for sim_robot's drives ('' = the ideal PD drive).
     """
     argv = [
-        sys.executable, '-m', 'loco_policy.bringup.launcher', 'use_sim:=true',
-        f'backend:={backend}',
+        'use_sim:=true', f'backend:={backend}',
         'record:=true', f'bag:={os.path.join(out, "bag")}', f'policy:={policy}',
         f'stats_file:={os.path.join(out, "policy_stats.json")}',
     ]  # fmt: skip
-    if actuator:
-        argv.append(f'actuator:={actuator}')
+    return argv + ([f'actuator:={actuator}'] if actuator else [])
+
+
+def start_stack(out, policy, log, backend='mujoco', actuator=''):
+    """Start loco-launch (sim_robot, policy_node, recorder) in its own process group."""
+    argv = [sys.executable, '-m', 'loco_policy.bringup.launcher']
+    argv += stack_arguments(out, policy, backend, actuator)
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, process_group=0)
 
 
@@ -352,11 +356,15 @@ def main(argv=None):
         '--actuator', default='', help="actuator model YAML for sim_robot's drives (MuJoCo)"
     )
     args = parser.parse_args(argv)
-    if args.actuator and args.backend != 'mujoco':
-        parser.error('--actuator needs --backend mujoco (the Warp backend has the ideal PD only)')
-    if args.actuator and not os.path.isfile(args.actuator):
-        parser.error(f'--actuator {args.actuator}: no such file')
     args.actuator = os.path.abspath(args.actuator) if args.actuator else ''
+    from loco_policy.bringup import launch_graph
+
+    try:  # the launch graph's own checks, before anything starts
+        launch_graph.node_graph(
+            launch_graph.parse_args(stack_arguments('', '', args.backend, args.actuator))
+        )
+    except (ValueError, FileNotFoundError) as error:
+        parser.error(str(error))
     missing = missing_dependency.check(NEEDS, 'demo', prefer=('sim', 'tools'))
     if missing:
         print(missing, file=sys.stderr)

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from loco_policy.policy_file import file_sha256
-from loco_train.policy.atomic_io import read_json_lines
+from loco_train.policy.atomic_io import append_json_line, read_json_lines
 
 POLICIES = ('anymal_c_walk.onnx', 'anymal_c_walk_ppo.onnx')
 """The shipped files compared by default (loco_policy/policies)."""
@@ -72,11 +72,6 @@ def key(row):
 def resume_key(row):
     """A cell row's identity for resuming: the file's sha256, coordinates and seed count."""
     return (row.get('sha256'), int(row['seeds'])) + key(row)[1:]
-
-
-def read_cells(path):
-    """The rows of a cells.jsonl; a torn line (a killed sweep) is skipped."""
-    return read_json_lines(path)
 
 
 def summarise(rows, names):
@@ -172,7 +167,7 @@ def main(argv=None):
             'friction': args.friction, 'latency': args.latency}  # fmt: skip
     names = [os.path.basename(p) for p in args.policies]
     digests = {p: file_sha256(p) for p in args.policies}
-    rows = [r for r in read_cells(cells_path) if r.get('sha256') in digests.values()]
+    rows = [r for r in read_json_lines(cells_path) if r.get('sha256') in digests.values()]
     done = {resume_key(r) for r in rows}
     todo = []
     for policy in args.policies:
@@ -187,8 +182,7 @@ def main(argv=None):
         start, failed = time.monotonic(), 0
         print(f'{len(todo)} cells to evaluate ({len(done)} already in {cells_path})',
               file=sys.stderr)  # fmt: skip
-        with ProcessPoolExecutor(args.workers) as pool, open(cells_path, 'a') as out:
-            out.write('\n')  # after a torn last line, start a fresh one (blank lines are skipped)
+        with ProcessPoolExecutor(args.workers) as pool:
             futures = {pool.submit(evaluate_cell, p, digests[p], c, args.seeds): (p, c)
                        for p, c in todo}  # fmt: skip
             for n, future in enumerate(as_completed(futures), 1):
@@ -199,8 +193,7 @@ def main(argv=None):
                     print(f'[{n}/{len(todo)}] {futures[future]} failed: {error!r}',
                           file=sys.stderr)  # fmt: skip
                     continue
-                out.write(json.dumps(row) + '\n')
-                out.flush()
+                append_json_line(cells_path, row)  # at once: a killed sweep resumes past it
                 rows.append(row)
                 elapsed = time.monotonic() - start
                 print(f'[{n}/{len(todo)}] {row["policy"]} payload {row["payload"]:g} gain '
