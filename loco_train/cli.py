@@ -2,7 +2,6 @@
 
 import argparse
 import importlib
-import os
 import sys
 
 from loco_policy.tools import missing_dependency
@@ -51,13 +50,6 @@ def main(argv=None):
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     chosen = argv[0] if argv and argv[0] in COMMANDS else None
-    if chosen and os.environ.get('WORLD_SIZE', '1') not in ('', '1'):  # under torchrun
-        from loco_train.runners.distributed import refuse_unsupported
-
-        refusal = refuse_unsupported(chosen)
-        if refusal:
-            print(refusal, file=sys.stderr)
-            return 2
     parser = argparse.ArgumentParser(prog='loco-train', description=__doc__)
     # dest '_subcommand': the runners have a --command option (velocity command ranges)
     sub = parser.add_subparsers(dest='_subcommand', metavar='SUBCOMMAND')

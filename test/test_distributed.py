@@ -1,7 +1,7 @@
-"""Data-parallel SHAC and PPO under real torchrun processes (gloo on CPU).
+"""Data-parallel SHAC, SAC and PPO under real torchrun processes (gloo on CPU).
 
 Two ranks with N/2 environments each must update exactly as one process with N; Ctrl-C and a
-killed rank must end every rank; SAC refuses to run on several ranks.
+killed rank must end every rank.
 """
 
 import json
@@ -19,6 +19,21 @@ from loco_train.policy.atomic_io import torch_load
 
 SHAC_ARGS = ['--num-envs=8', '--horizon=4', '--adjoint-clip=0', '--no-progress']
 """A small SHAC run; the adjoint clip scales by a per-rank median, so it is off here."""
+
+SAC_ARGS = [
+    '--env=anymal', '--num-envs=8', '--learning-starts=16', '--batch-size=64',
+    '--utd-ratio=0.25', '--hidden=32,32', '--eval-episodes=0', '--checkpoint-interval=0',
+    '--no-progress',
+]  # fmt: skip
+"""A small SAC run: after two vector steps, 2 updates per step of 8 transitions."""
+
+LONG_RUNS = {
+    'shac': [*SHAC_ARGS, '--iterations=100000', '--checkpoint-interval=1'],
+    'sac': [
+        *SAC_ARGS[:-2], '--no-progress', '--total-steps=100000000', '--checkpoint-interval=8'
+    ],
+}  # fmt: skip
+"""Runs that train until stopped, with a checkpoint soon after they start learning."""
 
 TOLERANCE = 2e-5
 """float32 sums in another order (gradients and normaliser moments summed over ranks)."""
@@ -63,10 +78,15 @@ def _shac_state(path):
     return torch_load(path, map_location='cpu')['shac']
 
 
-def _max_difference(a, b):
-    """Largest absolute difference over the networks and the normaliser of two SHAC states."""
+def _sac_state(path):
+    """The SAC state dict of a checkpoint."""
+    return torch_load(path, map_location='cpu')['sac']
+
+
+def _max_difference(a, b, parts=('actor', 'critic', 'target_critic', 'normalizer')):
+    """Largest absolute difference over the networks and the normaliser of two states."""
     worst = 0.0
-    for part in ('actor', 'critic', 'target_critic', 'normalizer'):
+    for part in parts:
         for name, value in a[part].items():
             diff = (value.double() - b[part][name].double()).abs().max()
             worst = max(worst, float(diff))
@@ -191,11 +211,11 @@ def _rank_pid(pid, rank):
     return None
 
 
-def _start_long_run(tmp_path):
-    """A 2-rank SHAC run in its own session; return (process, rank pids, stderr) once it trains."""
+def _start_long_run(tmp_path, command='shac'):
+    """A 2-rank run in its own session; return (process, rank pids, stderr) once it trains."""
     stderr = tmp_path / 'stderr.txt'
     log_dir = tmp_path / 'run'
-    argv = _torchrun(2, 'shac', *SHAC_ARGS, '--iterations=100000', '--checkpoint-interval=1')
+    argv = _torchrun(2, command, *LONG_RUNS[command])
     with open(stderr, 'w') as err:
         process = subprocess.Popen(
             [*argv, f'--log-dir={log_dir}'],
@@ -243,29 +263,80 @@ def _assert_all_gone(process, ranks, seconds):
     return status
 
 
-def test_ctrl_c_ends_every_rank(tmp_path):
+@pytest.mark.parametrize('command', ['shac', 'sac'])
+def test_ctrl_c_ends_every_rank(tmp_path, command):
     """SIGINT to the process group (Ctrl-C in a terminal) ends torchrun and both ranks."""
-    process, ranks, stderr = _start_long_run(tmp_path)
+    process, ranks, stderr = _start_long_run(tmp_path, command)
     started = time.monotonic()
     os.killpg(process.pid, signal.SIGINT)  # the terminal's foreground group: torchrun only
     status = _assert_all_gone(process, ranks, 30)
     assert status != 0
     assert time.monotonic() - started < 30
-    assert 'loco-train shac: interrupted' in stderr.read_text()  # rank 0 unwound cleanly
+    assert f'loco-train {command}: interrupted' in stderr.read_text()  # rank 0 unwound
 
 
-def test_killed_rank_ends_every_rank(tmp_path):
+@pytest.mark.parametrize('command', ['shac', 'sac'])
+def test_killed_rank_ends_every_rank(tmp_path, command):
     """SIGKILL of rank 1 mid-training ends rank 0 and torchrun with an error, no hang."""
-    process, ranks, _ = _start_long_run(tmp_path)
+    process, ranks, _ = _start_long_run(tmp_path, command)
     os.kill(ranks[1], signal.SIGKILL)
     assert _assert_all_gone(process, ranks, 60) != 0
 
 
-def test_sac_refuses_several_ranks():
-    """`loco-train sac` under torchrun with 2 ranks exits with a clear message."""
-    done = _run(_torchrun(2, 'sac', '--env=gymnasium:Pendulum-v1'), timeout=120)
+SAC_PARTS = ('actor', 'critic', 'critic_target', 'normalizer')
+"""What a SAC update changes, besides log alpha and the optimisers."""
+
+
+def _sac_difference(a, b):
+    """Largest absolute difference of networks, normaliser and log alpha of two SAC states."""
+    alpha = float((a['log_alpha'].double() - b['log_alpha'].double()).abs())
+    return max(_max_difference(a, b, SAC_PARTS), alpha)
+
+
+def test_sac_two_ranks_equal_one_rank(tmp_path):
+    """2 ranks x 4 envs and 1 process x 8 envs give the same SAC after its updates, and resume.
+
+    Both draw the same global batches and noise; each rank learns on its own transitions and
+    the gradients are summed by share, so only float summation order differs.
+    """
+    steps = ['--total-steps=32']  # 4 vector steps: 2 to fill, then 2 x 2 updates
+    one = _summary(
+        _run(
+            [sys.executable, '-m', 'loco_train.cli', 'sac', *SAC_ARGS, *steps]
+            + [f'--log-dir={tmp_path / "one"}']
+        )
+    )
+    two = _summary(_run(_torchrun(2, 'sac', *SAC_ARGS, *steps, f'--log-dir={tmp_path / "two"}')))
+    assert (one['world_size'], two['world_size']) == (1, 2)
+    assert one['env_steps'] == two['env_steps'] == 32
+    assert one['updates'] == two['updates'] == 4
+    a, b = _sac_state(one['checkpoint']), _sac_state(two['checkpoint'])
+    assert _sac_difference(a, b) < TOLERANCE
+    assert float(a['normalizer']['count']) == float(b['normalizer']['count']) == 32
+    assert not (tmp_path / 'two' / 'replay-rank1.pt').exists()  # no replay saved unless asked
+
+    for name, argv in (
+        ('one_resumed', [sys.executable, '-m', 'loco_train.cli', 'sac']),
+        ('two_resumed', _torchrun(2, 'sac')),
+    ):
+        (tmp_path / name).mkdir()
+        start = tmp_path / name / 'start.pt'
+        start.write_bytes((tmp_path / 'one' / 'checkpoint.pt').read_bytes())
+        done = _run([*argv, *SAC_ARGS, '--total-steps=48', f'--resume={start}'])
+        assert _summary(done)['env_steps'] == 48
+    c = _sac_state(tmp_path / 'one_resumed' / 'checkpoint.pt')
+    d = _sac_state(tmp_path / 'two_resumed' / 'checkpoint.pt')
+    assert c['num_updates'] == d['num_updates'] == 8
+    assert _sac_difference(c, d) < TOLERANCE
+    assert _sac_difference(a, c) > 100 * TOLERANCE  # the updates moved the networks
+
+
+def test_sac_batch_too_small_for_the_ranks_is_refused():
+    """A global batch that leaves a rank fewer than 16 transitions is refused on every rank."""
+    args = [a for a in SAC_ARGS if not a.startswith('--batch-size')]
+    done = _run(_torchrun(2, 'sac', *args, '--batch-size=16', '--total-steps=32'))
     assert done.returncode != 0
-    assert 'SAC data-parallel training is not supported yet' in done.stderr
+    assert 'below 16 per rank' in done.stderr
 
 
 def test_uneven_split_is_refused():
@@ -288,16 +359,29 @@ def test_ppo_two_ranks(tmp_path):
     assert len(list(tmp_path.glob('events.out.tfevents.*'))) == 1
 
 
-def test_bench_distributed_prints_rates():
+BENCH_CASES = {
+    'shac': ['--envs=8', '--horizon=4', '--iterations=2'],
+    'sac': [
+        '--envs=8',
+        '--iterations=2',
+        '--sac-args=--hidden 32,32 --batch-size 64 --utd-ratio 0.25',
+    ],
+}
+"""Tiny cases of `loco-train bench distributed` per algorithm."""
+
+
+@pytest.mark.parametrize('algorithm', sorted(BENCH_CASES))
+def test_bench_distributed_prints_rates(algorithm):
     """`loco-train bench distributed` times real 1- and 2-rank runs; JSON as the last line."""
     done = _run(
-        [sys.executable, '-m', 'loco_train.cli', 'bench', 'distributed']
-        + ['--envs=8', '--horizon=4', '--iterations=2', '--repeats=1'],
+        [sys.executable, '-m', 'loco_train.cli', 'bench', 'distributed', '--repeats=1']
+        + [f'--algorithm={algorithm}', *BENCH_CASES[algorithm]],
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result['benchmark'] == 'distributed' and result['ranks'] == 2
+    assert result['algorithm'] == algorithm
     for ranks in ('1', '2'):
         (rate,) = result['env_steps_per_s'][ranks]
         assert rate > 0

@@ -1,10 +1,12 @@
-"""`loco-train bench distributed`: data-parallel SHAC env steps/s, 1 rank against K ranks.
+"""`loco-train bench distributed`: data-parallel env steps/s, 1 rank against K ranks.
 
-Each case is a real `torchrun --nproc-per-node K -m loco_train.cli shac` run at the same total
-environment count (one torch thread per rank, gloo on CPU). A run's rate is total envs x horizon /
-the median wall time of its iterations after the first (the first holds Warp's kernel loading and
-allocator warm-up). The cases alternate, repeat by repeat, so that load from other processes on
-the machine falls on both alike; the result gives every repeat's rate and the speed-up range.
+Each case is a real `torchrun --nproc-per-node K -m loco_train.cli shac|sac` run at the same
+total environment count (one torch thread per rank, gloo on CPU). A SHAC run's rate is total
+envs x horizon / the median wall time of its iterations after the first (the first holds Warp's
+kernel loading and allocator warm-up); a SAC run's is total envs / the median wall time of its
+vector steps with updates (the ANYmal preset's network, batch and update ratio unless given).
+The cases alternate, repeat by repeat, so that load from other processes on the machine falls
+on both alike; the result gives every repeat's rate and the speed-up range.
 On a machine other work also loads, wall time tells little, so the result adds the CPU time one
 rank spends per iteration: one rank's over a K-rank run's rank's is the speed-up the ranks reach
 when each has a core to itself (communication CPU included, waiting excluded).
@@ -21,33 +23,37 @@ import time
 
 def add_arguments(parser):
     """Add the benchmark's options."""
+    parser.add_argument('--algorithm', choices=('shac', 'sac'), default='shac')
     parser.add_argument('--envs', type=int, default=256, help='total environments (all ranks)')
     parser.add_argument('--horizon', type=int, default=16, help='SHAC window (control steps)')
-    parser.add_argument('--iterations', type=int, default=5, help='SHAC iterations per run')
+    parser.add_argument(
+        '--iterations', type=int, default=5, help='SHAC iterations or SAC vector steps per run'
+    )
+    parser.add_argument('--sac-args', default='', help='more `loco-train sac` flags, one string')
     parser.add_argument('--ranks', type=int, default=2, help='K, ranks of the parallel case')
     parser.add_argument('--repeats', type=int, default=2, help='runs of each case')
     parser.add_argument('--target', type=float, default=1.7, help='speed-up the result checks')
     parser.add_argument('--timeout', type=float, default=900.0, help='seconds per run at most')
 
 
-def shac_command(ranks, envs, horizon, iterations, log_dir):
+def case_command(ranks, args, log_dir):
     """The torchrun command line of one case."""
-    return [
-        sys.executable,
-        '-m',
-        'torch.distributed.run',
-        '--standalone',
-        f'--nproc-per-node={ranks}',
-        '-m',
-        'loco_train.cli',
-        'shac',
-        f'--num-envs={envs}',
-        f'--horizon={horizon}',
-        f'--iterations={iterations}',
-        '--checkpoint-interval=0',
-        f'--log-dir={log_dir}',
-        '--no-progress',
-    ]
+    torchrun = [
+        sys.executable, '-m', 'torch.distributed.run', '--standalone',
+        f'--nproc-per-node={ranks}', '-m', 'loco_train.cli',
+    ]  # fmt: skip
+    common = [f'--num-envs={args.envs}', f'--log-dir={log_dir}', '--no-progress']
+    if args.algorithm == 'shac':
+        return (
+            torchrun
+            + ['shac', *common, f'--horizon={args.horizon}']
+            + [f'--iterations={args.iterations}', '--checkpoint-interval=0']
+        )
+    # SAC: learning starts after one vector step; then `iterations` steps with updates.
+    return torchrun + ['sac', '--env=anymal', *common] + [
+        f'--learning-starts={args.envs}', f'--total-steps={args.envs * (args.iterations + 1)}',
+        '--checkpoint-interval=0', '--eval-episodes=0', *args.sac_args.split(),
+    ]  # fmt: skip
 
 
 def run_case(ranks, args):
@@ -55,7 +61,7 @@ def run_case(ranks, args):
     load = os.getloadavg()[0]  # 1-minute load average before the run: how shared the CPUs are
     with tempfile.TemporaryDirectory(prefix='loco-bench-dist-') as log_dir:
         environ = dict(os.environ, OMP_NUM_THREADS='1')
-        command = shac_command(ranks, args.envs, args.horizon, args.iterations, log_dir)
+        command = case_command(ranks, args, log_dir)
         start = time.time()
         done = subprocess.run(
             command, env=environ, capture_output=True, text=True, timeout=args.timeout
@@ -65,9 +71,16 @@ def run_case(ranks, args):
                 f'{ranks}-rank run failed (exit {done.returncode}):\n{done.stderr[-3000:]}'
             )
         summary = json.loads(done.stdout.strip().splitlines()[-1])
+    if args.algorithm == 'sac':  # per vector step of all envs
+        summary['iteration_s'] = summary['step_s']
+        summary['iteration_cpu_s'] = summary['step_cpu_s']
     if summary.get('iteration_s') is None:
-        raise RuntimeError('a run needs at least two iterations to be timed')
-    summary['env_steps_per_s'] = args.envs * args.horizon / summary['iteration_s']
+        raise RuntimeError(
+            'a run needs at least two timed iterations (SAC: vector steps with an update; '
+            '--utd-ratio x --envs below 1 runs none on some steps)'
+        )
+    per_iteration = args.envs * (args.horizon if args.algorithm == 'shac' else 1)
+    summary['env_steps_per_s'] = per_iteration / summary['iteration_s']
     summary['wall_s'] = time.time() - start
     summary['load_average'] = load
     return summary
@@ -100,8 +113,10 @@ def run(args):
     pairs = [b / a for a, b in zip(one, many)]  # each repeat's K-rank over 1-rank rate
     result = {
         'benchmark': 'distributed',
+        'algorithm': args.algorithm,
         'envs': args.envs,
-        'horizon': args.horizon,
+        'horizon': args.horizon if args.algorithm == 'shac' else None,
+        'sac_args': args.sac_args if args.algorithm == 'sac' else None,
         'iterations': args.iterations,
         'ranks': args.ranks,
         'threads_per_rank': 1,

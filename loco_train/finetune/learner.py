@@ -275,7 +275,7 @@ class FineTuner:
         return Batch(
             **{
                 name: torch.cat([getattr(p, name) for p in parts])
-                for name in parts[0].__dataclass_fields__
+                for name in Batch.tensor_fields()
             }
         )
 

@@ -24,9 +24,6 @@ import torch.distributed as dist
 TIMEOUT_ENV = 'LOCO_DIST_TIMEOUT_S'
 """Environment variable: seconds a collective waits before it fails."""
 
-UNSUPPORTED = {'sac': 'SAC data-parallel training is not supported yet'}
-"""Subcommands that refuse to run with more than one rank, and why."""
-
 
 @dataclass(frozen=True)
 class Ranks:
@@ -74,13 +71,6 @@ def ranks_from_environment(environ=None):
     if ranks.world_size < 1 or not 0 <= ranks.rank < ranks.world_size:
         raise ValueError(f'rank {ranks.rank} of world size {ranks.world_size} is not valid')
     return ranks
-
-
-def refuse_unsupported(command):
-    """An error line when command cannot run on several ranks, else None."""
-    if command in UNSUPPORTED and ranks_from_environment().enabled:
-        return f'loco-train {command}: {UNSUPPORTED[command]} (run it without torchrun)'
-    return None
 
 
 def timeout_s():
@@ -167,6 +157,30 @@ def reduce_gradients_(parameters, average=True):
     for p in params:
         p.grad.copy_(flat[start : start + p.numel()].view_as(p.grad))
         start += p.numel()
+
+
+def sum_shares_(parameters, ok, share):
+    """Sum share * .grad of parameters over ranks in place, and AND the 0-d bool ok; return it.
+
+    Each rank's gradient is that of the mean loss over its B_r transitions; weighted by its share
+    B_r / B_total and summed, it becomes the gradient of the mean over the global batch, exactly
+    as one process would compute it. ok travels in the same buffer (one all-reduce), so every
+    rank takes or skips the optimiser step together.
+    """
+    params = [p for p in parameters if p.requires_grad]
+    if not active():
+        return ok
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flag = (~ok).to(params[0].dtype).reshape(1) if params else (~ok).float().reshape(1)
+    flat = torch.cat([p.grad.reshape(-1) * share for p in params] + [flag])  # (sum numel + 1,)
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    start = 0
+    for p in params:
+        p.grad.copy_(flat[start : start + p.numel()].view_as(p.grad))
+        start += p.numel()
+    return flat[-1] == 0
 
 
 def broadcast_modules_(*modules):

@@ -3,6 +3,12 @@
 The runner owns everything with side effects; the algorithm (loco_train.sac) only updates.
 Each vector step stores N transitions whose next observation is the pre-reset one where an
 episode ended (extras['final_obs']), then runs utd_ratio * N gradient updates.
+
+Under torchrun (loco_train.runners.distributed) --num-envs N is the total: rank r steps its N/K
+environments of one population and keeps their transitions in its own replay buffer. Every rank
+draws the same global batch indices and noise and learns on its own part of them; gradients
+(weighted by each part's share) and normaliser statistics are summed over ranks, so K ranks
+update exactly as one process with all N environments would. Rank 0 logs and checkpoints.
 """
 
 from collections import deque
@@ -25,6 +31,7 @@ from loco_train.envs.randomization import add_override_argument as add_randomize
 from loco_train.envs.rewards import add_override_argument
 from loco_train.policy.atomic_io import atomic_torch_save, torch_load
 from loco_train.policy.export import POLICY_KEY, policy_payload
+from loco_train.runners import distributed
 from loco_train.sac import bounds_from_box, ReplayBuffer, SAC, SACConfig
 from loco_train.sac.background import BackgroundUpdates
 
@@ -39,7 +46,7 @@ class RunnerConfig:
     env: str = 'gymnasium:Pendulum-v1'
     """Environment: 'anymal' or 'gymnasium:<ID>' (any Box-action gymnasium id)."""
     num_envs: int = 4
-    """N, environments stepped together."""
+    """N, environments stepped together (under torchrun the total over all ranks)."""
     total_steps: int = 20_000
     """Environment transitions to collect in total (all N environments together)."""
     learning_starts: int = 1_000
@@ -83,16 +90,35 @@ class RunnerConfig:
 class SACRunner:
     """Collect transitions from a VecEnv, feed SAC.update, log, checkpoint, resume."""
 
-    def __init__(self, env: 'VecEnv', config: RunnerConfig):
+    def __init__(self, env: 'VecEnv', config: RunnerConfig, ranks=None):
+        """env: this rank's environments (N/K of config.num_envs under torchrun)."""
         self.env, self.cfg = env, config
+        self.ranks = ranks or distributed.Ranks()
+        K = self.ranks.world_size
+        # (offset, total): this rank's environments among all ranks'; None in one process.
+        self.shard = None
+        if self.ranks.enabled:
+            offset, count = self.ranks.shard(config.num_envs)
+            if count != env.num_envs:
+                raise ValueError(f'rank {self.ranks.rank} has {env.num_envs} envs, not {count}')
+            if config.sac.batch_size < 16 * K:
+                size = config.sac.batch_size
+                raise ValueError(f'--batch-size {size} is below 16 per rank over {K} ranks')
+            self.shard = (offset, config.num_envs)
         b, c = bounds_from_box(env.action_low, env.action_high)
         c = c * config.action_bound_scale
         self.sac = SAC(env.obs_dim, b, c, config.sac, config.device)
         self.buffer = ReplayBuffer(
-            config.replay_capacity, env.num_envs, env.obs_dim, env.action_dim, config.device
+            config.replay_capacity // K, env.num_envs, env.obs_dim, env.action_dim, config.device
         )
-        self.run_dir = config.log_dir or os.path.join(
-            'logs', 'sac', config.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S')
+        if self.ranks.enabled:
+            self.sac.grad_sync = distributed.sum_shares_
+            distributed.broadcast_modules_(self.sac.actor, self.sac.critic, self.sac.critic_target)
+        self.run_dir = distributed.broadcast_object(
+            config.log_dir
+            or os.path.join(
+                'logs', 'sac', config.env.replace(':', '_') + time.strftime('-%Y%m%d-%H%M%S')
+            )
         )
         self.steps = 0  # transitions collected
         self.update_credit = 0.0  # updates owed: utd_ratio per transition, fractions carried
@@ -100,6 +126,8 @@ class SACRunner:
         self.recent_lengths = deque(maxlen=config.return_window)  # in env steps
         self.episodes = 0
         self.dropped_steps = 0  # env transitions replaced because the env returned NaN/inf
+        # Wall and process CPU time (s) of each vector step that ran updates, this invocation.
+        self.step_seconds, self.step_cpu_seconds = [], []
         self.writer = None
         # The learner's own random stream (replay indices, policy noise), apart from acting's.
         self.learner_rng = torch.Generator(config.device).manual_seed(config.seed + 1)
@@ -111,8 +139,22 @@ class SACRunner:
         """Where save() writes the checkpoint."""
         return os.path.join(self.run_dir, 'checkpoint.pt')
 
+    @property
+    def num_envs(self) -> int:
+        """N, the environments of all ranks together."""
+        return self.env.num_envs * self.ranks.world_size
+
+    def _replay_path(self, directory: str) -> str:
+        """replay.pt, or replay-rank<r>.pt for a rank's own buffer under torchrun."""
+        name = f'replay-rank{self.ranks.rank}.pt' if self.ranks.enabled else 'replay.pt'
+        return os.path.join(directory, name)
+
     def save(self) -> str:
-        """Write the checkpoint (and the replay buffer if configured) atomically; return path."""
+        """Write the checkpoint (rank 0) and replay buffers if configured, atomically; path."""
+        if self.cfg.save_replay:  # every rank its own buffer
+            self.buffer.save(self._replay_path(self.run_dir))
+        if not self.ranks.is_main:
+            return self.checkpoint_path
         state = {
             'sac': self.sac.state_dict(),
             'runner': asdict(self.cfg) | {'sac': None},
@@ -136,13 +178,14 @@ class SACRunner:
                 getattr(self.env, 'layout_name', 'velocity'),
             ),
         }
-        if self.cfg.save_replay:
-            self.buffer.save(os.path.join(self.run_dir, 'replay.pt'))
         atomic_torch_save(state, self.checkpoint_path)
         return self.checkpoint_path
 
     def load(self, path: str) -> None:
-        """Resume from a checkpoint (and replay.pt beside it, if present); envs start fresh."""
+        """Resume from a checkpoint (and the replay file beside it, if present); envs start fresh.
+
+        Every rank loads the same file, so networks and the shared random streams agree.
+        """
         state = torch_load(path, map_location=self.cfg.device)
         self.sac.load_state_dict(state['sac'])
         self.steps, self.episodes = int(state['steps']), int(state['episodes'])
@@ -152,17 +195,31 @@ class SACRunner:
         torch.set_rng_state(state['torch_rng'].cpu())
         if 'learner_rng' in state:
             self.learner_rng.set_state(state['learner_rng'].cpu())
-        replay = os.path.join(os.path.dirname(os.path.abspath(path)), 'replay.pt')
+        replay = self._replay_path(os.path.dirname(os.path.abspath(path)))
         if os.path.exists(replay):
             self.buffer.load(replay)
 
     # -- training ------------------------------------------------------------------------------
 
+    def _own_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """Return this rank's rows of a (N_total, ...) draw (all of it in one process)."""
+        if self.shard is None:
+            return x
+        offset = self.shard[0]
+        return x[offset : offset + self.env.num_envs]
+
     def _random_actions(self) -> torch.Tensor:
         low = torch.as_tensor(self.env.action_low, dtype=torch.float32)
         high = torch.as_tensor(self.env.action_high, dtype=torch.float32)
-        u = torch.rand(self.env.num_envs, self.env.action_dim)
+        u = self._own_rows(torch.rand(self.num_envs, self.env.action_dim))
         return (low + (high - low) * u).to(self.cfg.device)
+
+    def _act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Sampled actions (N/K, d); the noise is drawn for all ranks' envs, rows kept."""
+        if self.shard is None:
+            return self.sac.act(obs)
+        eps = torch.randn(self.num_envs, self.env.action_dim)
+        return self.sac.act(obs, eps=self._own_rows(eps).to(self.cfg.device))
 
     def _updates_owed(self, new_steps: int) -> int:
         """Add utd_ratio per transition past learning_starts; return the whole updates owed."""
@@ -178,7 +235,9 @@ class SACRunner:
         """Sample and apply `count` updates; return the summed metrics (tensors, not read)."""
         sac, cfg, sums = self.sac, self.cfg.sac, {}
         for _ in range(count):
-            batch = self.buffer.sample(cfg.batch_size, cfg.n_step, cfg.gamma, self.learner_rng)
+            batch = self.buffer.sample(
+                cfg.batch_size, cfg.n_step, cfg.gamma, self.learner_rng, self.shard
+            )
             for key, value in sac.update(batch, self.learner_rng).items():
                 sums[key] = sums[key] + value if key in sums else value
         return sums
@@ -187,30 +246,36 @@ class SACRunner:
         """Train until total_steps transitions; return the summary (also logged)."""
         from torch.utils.tensorboard import SummaryWriter  # slow import, only when training
 
-        cfg, env, N = self.cfg, self.env, self.env.num_envs
-        self.writer = SummaryWriter(self.run_dir)
+        cfg, env, N = self.cfg, self.env, self.num_envs
+        self.writer = SummaryWriter(self.run_dir) if self.ranks.is_main else None
         learner = BackgroundUpdates() if cfg.overlap else None
         try:
             return self._learn(cfg, env, N, learner)
         finally:
             if learner is not None:
                 learner.close()
-            self.writer.close()
+            if self.writer is not None:
+                self.writer.close()
 
     def _learn(self, cfg, env, N, learner) -> dict:
+        """The loop of learn(); N counts every rank's environments."""
         obs = env.reset(seed=cfg.seed + self.steps)
-        episode_return = torch.zeros(N, device=cfg.device)
-        episode_length = torch.zeros(N, dtype=torch.long, device=cfg.device)
+        episode_return = torch.zeros(env.num_envs, device=cfg.device)  # this rank's envs
+        episode_length = torch.zeros(env.num_envs, dtype=torch.long, device=cfg.device)
         # Update metrics are summed as tensors and read once per log interval (no device wait).
         sums, count, last_log, start, env_log = {}, 0, self.steps, time.time(), {}
         bar = tqdm(
-            total=cfg.total_steps, initial=self.steps, unit='step', disable=not cfg.progress
+            total=cfg.total_steps,
+            initial=self.steps,
+            unit='step',
+            disable=not (cfg.progress and self.ranks.is_main),
         )
         while self.steps < cfg.total_steps:
+            tick, cpu_tick = time.time(), time.process_time()
             if self.steps < cfg.random_steps:
                 actions = self._random_actions()
             else:
-                actions = self.sac.act(obs)
+                actions = self._act(obs)
                 # A NaN observation gives a NaN action: send the box centre (default pose).
                 actions = torch.where(torch.isfinite(actions), actions, self.sac.actor.b)
             owed = self._updates_owed(N)
@@ -234,7 +299,9 @@ class SACRunner:
                 reward = torch.where(bad, torch.zeros_like(reward), reward)
                 terminated, truncated = terminated | bad, truncated & ~bad
             self.buffer.add(obs, actions, reward, final_obs, terminated, truncated)
-            self.sac.normalizer.update(obs[~bad])
+            self.sac.normalizer.update(
+                obs[~bad], distributed.all_reduce_sum_ if self.ranks.enabled else None
+            )
             done = terminated | truncated
             episode_return += torch.nan_to_num(reward, nan=0.0, posinf=0.0, neginf=0.0)
             episode_length += 1
@@ -246,7 +313,7 @@ class SACRunner:
                 self.episodes += int(done.sum())
                 episode_return[done] = 0.0
             obs = next_obs
-            self.steps += N
+            self.steps += N  # every rank's transitions
             bar.update(N)
             if owed and not overlapped:
                 round_sums = self._run_updates(owed)
@@ -254,11 +321,14 @@ class SACRunner:
                 for key, value in round_sums.items():
                     sums[key] = sums[key] + value if key in sums else value
                 count += owed
+                self.step_seconds.append(time.time() - tick)
+                self.step_cpu_seconds.append(time.process_time() - cpu_tick)
             if self.steps - last_log >= cfg.log_interval or self.steps >= cfg.total_steps:
                 rate = (self.steps - last_log) / max(time.time() - start, 1e-9)
                 self._log(self._mean_metrics(sums, count) | env_log, rate)
-                if self.recent_returns:
-                    bar.set_postfix(ret=f'{np.mean(self.recent_returns):.1f}')
+                returns, _ = self._episodes()
+                if returns:
+                    bar.set_postfix(ret=f'{np.mean(returns):.1f}')
                 sums, count, last_log, start = {}, 0, self.steps, time.time()
             if cfg.checkpoint_interval and self.steps % cfg.checkpoint_interval < N:
                 self.save()
@@ -278,18 +348,25 @@ class SACRunner:
         taken = max(count - skipped, 1.0)
         return {k: v / (count if k in ('skipped', 'alpha') else taken) for k, v in totals.items()}
 
+    def _episodes(self) -> tuple[list, list]:
+        """Recent episode returns and lengths of every rank (a collective under torchrun)."""
+        if not self.ranks.enabled:
+            return list(self.recent_returns), list(self.recent_lengths)
+        pairs = distributed.gather_lists(list(zip(self.recent_returns, self.recent_lengths)))
+        return [r for r, _ in pairs], [n for _, n in pairs]
+
     def _log(self, metrics: dict, rate: float) -> None:
-        """Write averaged update metrics and episode statistics to TensorBoard."""
+        """Write update metrics and episode statistics, averaged over ranks, to TensorBoard."""
+        metrics = distributed.mean_metrics(metrics) if self.ranks.enabled else metrics
+        returns, lengths = self._episodes()
+        if self.writer is None:  # ranks other than 0 only took part in the collectives
+            return
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, self.steps)
-        if self.recent_returns:
-            self.writer.add_scalar(
-                'train/episode_return', np.mean(self.recent_returns), self.steps
-            )
-        if self.recent_lengths:
-            self.writer.add_scalar(
-                'train/episode_length', np.mean(self.recent_lengths), self.steps
-            )
+        if returns:
+            self.writer.add_scalar('train/episode_return', np.mean(returns), self.steps)
+        if lengths:
+            self.writer.add_scalar('train/episode_length', np.mean(lengths), self.steps)
         self.writer.add_scalar('perf/env_steps_per_s', rate, self.steps)
         self.writer.add_scalar('train/updates', self.sac.num_updates, self.steps)
 
@@ -309,9 +386,14 @@ class SACRunner:
         return float(np.mean(returns[:episodes]))
 
     def summary(self) -> dict:
-        """The run's result: the final average training return and the deterministic return."""
-        eval_return = self.evaluate(self.cfg.eval_episodes) if self.cfg.eval_episodes else None
-        final = float(np.mean(self.recent_returns)) if self.recent_returns else None
+        """The run's result: the final average training return and the deterministic return.
+
+        Under torchrun the returns are every rank's; rank 0 alone evaluates, on its own envs.
+        """
+        returns, lengths = self._episodes()
+        evaluate = self.cfg.eval_episodes and self.ranks.is_main
+        eval_return = self.evaluate(self.cfg.eval_episodes) if evaluate else None
+        final = float(np.mean(returns)) if returns else None
         if self.writer is not None and eval_return is not None:
             self.writer.add_scalar('eval/episode_return', eval_return, self.steps)
         return {
@@ -320,8 +402,8 @@ class SACRunner:
             'env_steps': self.steps,
             'episodes': self.episodes,
             'final_return': final,
-            'return_window': len(self.recent_returns),
-            'episode_length': float(np.mean(self.recent_lengths)) if self.recent_lengths else None,
+            'return_window': len(returns),
+            'episode_length': float(np.mean(lengths)) if lengths else None,
             'eval_return': eval_return,
             'eval_episodes': self.cfg.eval_episodes,
             'updates': self.sac.num_updates,
@@ -329,6 +411,10 @@ class SACRunner:
             'dropped_env_steps': self.dropped_steps,
             'alpha': float(self.sac.alpha),
             'checkpoint': self.checkpoint_path,
+            'world_size': self.ranks.world_size,
+            # Median over the vector steps that ran updates, after the first (s): rank 0's.
+            'step_s': _median_after_first(self.step_seconds),
+            'step_cpu_s': _median_after_first(self.step_cpu_seconds),
         }
 
 
@@ -502,32 +588,54 @@ def config_from_args(args) -> RunnerConfig:
 
 
 def run(args) -> int:
-    """Train SAC and print one JSON line with the final average return."""
+    """Train SAC (data-parallel under torchrun) and print one JSON line with the result."""
+    return distributed.run_ranked('sac', args, _train)
+
+
+def _train(args, ranks) -> int:
+    """Build this rank's environments and runner, train, print the summary on rank 0."""
     from loco_train.envs.vec_env import make_env  # imports gymnasium
 
     cfg = config_from_args(args)
     if args.resume and not cfg.log_dir:
         cfg.log_dir = os.path.dirname(os.path.abspath(args.resume))
+    # One seed on every rank: networks, acting noise and replay draws are the whole population's.
     torch.manual_seed(cfg.seed)
-    np.random.seed(cfg.seed)
+    np.random.seed(cfg.seed + ranks.rank)
     try:
         extra = env_overrides(args)
-        env = make_env(cfg.env, cfg.num_envs, cfg.device, cfg.seed, **extra)
-    except ValueError as error:  # unknown or missing environment: say so, exit 2
+        offset, count = ranks.shard(cfg.num_envs)
+        if ranks.enabled:
+            if cfg.env != 'anymal':
+                raise ValueError(f'data-parallel training needs --env anymal, not {cfg.env}')
+            extra |= {'env_offset': offset, 'population': cfg.num_envs}
+        env = make_env(cfg.env, count, cfg.device, cfg.seed, **extra)
+    except ValueError as error:  # unknown or missing environment, bad split: say so, exit 2
         print(f'loco-train sac: {error}', file=sys.stderr)
         return 2
     threads = torch.get_num_threads()
     try:
-        torch.set_num_threads(cfg.threads or threads)
-        runner = SACRunner(env, cfg)
+        # Under torchrun each rank keeps the set-up's threads (OMP_NUM_THREADS, else 1).
+        if not ranks.enabled or args.threads is not None:
+            torch.set_num_threads(cfg.threads or threads)
+        try:
+            runner = SACRunner(env, cfg, ranks)
+        except ValueError as error:
+            print(f'loco-train sac: {error}', file=sys.stderr)
+            return 2
         if args.resume:
             runner.load(args.resume)
         summary = runner.learn()
     finally:
         torch.set_num_threads(threads)  # the caller's setting (tests share one process)
         env.close()
-    print(json.dumps({k: _json_safe(v) for k, v in summary.items()}), flush=True)
+    distributed.main_print(json.dumps({k: _json_safe(v) for k, v in summary.items()}), flush=True)
     return 0
+
+
+def _median_after_first(values: list) -> float | None:
+    """Median of values[1:] (None with fewer than two values)."""
+    return float(np.median(values[1:])) if len(values) > 1 else None
 
 
 def _json_safe(value):

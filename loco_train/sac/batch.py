@@ -5,6 +5,16 @@ from dataclasses import dataclass, fields
 import torch
 
 
+@dataclass(frozen=True)
+class BatchPart:
+    """Where a data-parallel rank's batch sits in the global batch all ranks draw together."""
+
+    rows: torch.Tensor
+    """(B,) long: the positions of this rank's transitions among the global batch's."""
+    total: int
+    """B_total, the global batch size (every rank's transitions together)."""
+
+
 @dataclass
 class Batch:
     """B transitions, each ready for Q_target = reward + discount * (1 - terminated) * V(next_obs).
@@ -25,15 +35,24 @@ class Batch:
     """(B,) 1.0 where the window ended in a real termination (bootstrap 0), else 0.0."""
     discount: torch.Tensor
     """gamma^n_eff (B,), n_eff the number of steps in the window."""
+    part: BatchPart | None = None
+    """Set on a data-parallel rank: this batch is part of a global one (None: the whole)."""
 
     def to(self, device) -> 'Batch':
         """Return the batch on another device."""
-        return Batch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+        moved = {name: getattr(self, name).to(device) for name in self.tensor_fields()}
+        part = self.part and BatchPart(self.part.rows.to(device), self.part.total)
+        return Batch(**moved, part=part)
+
+    @classmethod
+    def tensor_fields(cls) -> list[str]:
+        """Names of the per-transition tensors (every field but part)."""
+        return [f.name for f in fields(cls) if f.name != 'part']
 
     def finite(self) -> torch.Tensor:
         """Return a 0-d bool tensor, true when no entry is NaN or infinite (not read here)."""
         return torch.stack(
-            [torch.isfinite(getattr(self, f.name)).all() for f in fields(self)]
+            [torch.isfinite(getattr(self, name)).all() for name in self.tensor_fields()]
         ).all()
 
     def is_finite(self) -> bool:

@@ -19,7 +19,7 @@ import math
 import torch
 
 from loco_train.policy.atomic_io import atomic_torch_save, torch_load
-from loco_train.sac.batch import Batch
+from loco_train.sac.batch import Batch, BatchPart
 
 FORMAT = 1
 """Version of the saved file layout."""
@@ -68,15 +68,33 @@ class ReplayBuffer:
         self.size = min(self.size + 1, self.rows)
 
     def sample(
-        self, batch_size: int, n_step: int, gamma: float, generator: torch.Generator | None = None
+        self,
+        batch_size: int,
+        n_step: int,
+        gamma: float,
+        generator: torch.Generator | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> Batch:
-        """Draw batch_size transitions uniformly and return their n-step targets' ingredients."""
+        """Draw batch_size transitions uniformly and return their n-step targets' ingredients.
+
+        shard (offset, total): this buffer holds environments [offset, offset + N) of a
+        population of total held by data-parallel ranks in step. Every rank then draws the same
+        global batch (the generator is seeded alike) and keeps the transitions of its own
+        environments, so K ranks together sample exactly what one buffer of all would.
+        """
         if self.size == 0:
             raise RuntimeError('cannot sample from an empty replay buffer')
         opts = dict(generator=generator, device=self.device)
         t = torch.randint(0, self.size, (batch_size,), **opts)  # (B,) age index, 0 = oldest row
-        e = torch.randint(0, self.num_envs, (batch_size,), **opts)  # (B,) environment
-        return self.n_step(t, e, n_step, gamma)
+        if shard is None:
+            e = torch.randint(0, self.num_envs, (batch_size,), **opts)  # (B,) environment
+            return self.n_step(t, e, n_step, gamma)
+        offset, total = shard
+        e = torch.randint(0, total, (batch_size,), **opts) - offset  # (B,) local environment
+        rows = torch.nonzero((e >= 0) & (e < self.num_envs)).squeeze(1)  # (B_r,) ours
+        batch = self.n_step(t[rows], e[rows], n_step, gamma)
+        batch.part = BatchPart(rows, batch_size)
+        return batch
 
     def n_step(self, t: torch.Tensor, e: torch.Tensor, n_step: int, gamma: float) -> Batch:
         """Aggregate the n-step window starting at age index t (B,) of environment e (B,)."""

@@ -146,6 +146,11 @@ class SAC:
         self.critic_optim = adam(self.critic.parameters(), config.critic_lr)
         self.alpha_optim = adam([self.log_alpha], config.alpha_lr)
         self.num_calls = 0  # update() calls; the delayed actor counts these (no device read)
+        # Data parallel: grad_sync(params, ok, share) -> ok combines every rank's gradients of
+        # its share of the global batch and every rank's ok flag (loco_train.runners). None:
+        # one process.
+        self.grad_sync = None
+        self._share = 1.0  # B_r / B_total of the batch being updated on
         self._skipped = torch.zeros((), device=self.device)  # rejected batches, on the device
         self._critic_loss, self._actor_loss = self.critic_loss, self.actor_loss
         if config.compile:
@@ -172,10 +177,15 @@ class SAC:
         return self.normalizer(obs) if self.cfg.normalize_obs else obs
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = False, generator=None) -> torch.Tensor:
-        """Return actions (B, d) for raw observations (B, obs_dim): sampled, or b + c tanh(mu)."""
+    def act(
+        self, obs: torch.Tensor, deterministic: bool = False, generator=None, eps=None
+    ) -> torch.Tensor:
+        """Return actions (B, d) for raw observations (B, obs_dim): sampled, or b + c tanh(mu).
+
+        eps (B, d): the standard normal noise of the sample, if drawn by the caller.
+        """
         s = self.normalize(obs.to(self.device, torch.float32))
-        return self.actor(s) if deterministic else self.actor.sample(s, generator)[0]
+        return self.actor(s) if deterministic else self.actor.sample(s, generator, eps)[0]
 
     def update(self, batch: Batch, generator: torch.Generator | None = None) -> dict:
         """One gradient step of the critics (every k-th call also actor and alpha); metrics.
@@ -189,8 +199,14 @@ class SAC:
         alpha = self.alpha
         self.num_calls += 1
         # eps~ for a~ ~ pi(.|s~) and eps for a ~ pi(.|s): (2, B, d), drawn outside compiled code.
+        # A rank's part of a global batch draws the global noise and keeps its own rows.
         B, d = batch.action.shape
-        eps = torch.randn(2, B, d, generator=generator, device=self.device)
+        part = batch.part
+        total = B if part is None else part.total
+        eps = torch.randn(2, total, d, generator=generator, device=self.device)
+        if part is not None:
+            eps = eps[:, part.rows]
+        self._share = B / total
         J_Q, s, Q_mean, Q_target_mean = self._critic_loss(
             batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated,
             batch.discount, alpha, eps[0],
@@ -256,6 +272,8 @@ class SAC:
         params = list(module.parameters()) if params is None else params
         optim.zero_grad(set_to_none=True)
         loss.backward()
+        if self.grad_sync is not None:  # gradient of the global batch's mean loss, on all ranks
+            ok = self.grad_sync(params, ok & torch.isfinite(loss), self._share)
         if self.cfg.max_grad_norm is None:
             norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         else:
