@@ -57,3 +57,42 @@ def test_rejects_malformed_commands_and_resets(request, tmp_path):
         probe.close()
     log = (tmp_path / 'sim.log').read_text()
     assert '/joint_command rejected: non-finite numbers' in log or 'names rejected' in log
+
+
+def _seconds(msg):
+    """Header stamp of msg (s)."""
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
+def test_stamps_on_the_physics_clock_and_reports_the_applied_command(request, tmp_path):
+    """States carry their physics step's time (a 5 ms grid, never repeated); each tick repeats
+    the command the drives took in on /joint_command/applied, stamped at the start of the
+    physics step it first acted on."""
+    from sensor_msgs.msg import JointState
+
+    probe = Probe(request.node.name)
+    states, applied = [], []
+    probe.node.create_subscription(JointState, '/joint_states', states.append, 100)
+    probe.node.create_subscription(JointState, '/joint_command/applied', applied.append, 100)
+    pub = probe.node.create_publisher(JointState, '/joint_command', 10)
+    sim = start_node('sim_robot', [], ros_env(request.node.name), tmp_path / 'sim.log')
+    try:
+        assert probe.spin_until(lambda: len(states) > 20, 20.0)
+        assert not applied  # no command received yet: nothing taken in
+        publish_damping(probe, pub, 1.0)
+        assert sim.poll() is None
+    finally:
+        stop_process(sim)
+        probe.close()
+    t = np.array([_seconds(m) for m in states])
+    steps = np.diff(t) / 0.005  # physics steps between samples
+    assert np.all(steps > 0.5)  # unique, increasing
+    assert np.abs(steps - np.round(steps)).max() < 1e-3  # on the physics grid (float64 at 1e9 s)
+    assert np.mean(np.round(steps) == 1) > 0.9  # one step per 200 Hz tick, mostly
+    assert len(applied) > 100
+    command = joint_command.unpack(
+        applied[-1].name, applied[-1].position, applied[-1].velocity, applied[-1].effort
+    )
+    assert np.allclose(command.kd, 2.0) and np.allclose(command.kp, 0.0)
+    offsets = (np.array([_seconds(m) for m in applied]) - t[0]) / 0.005
+    assert np.abs(offsets - np.round(offsets)).max() < 1e-3  # on the same grid as the states

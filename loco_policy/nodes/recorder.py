@@ -28,6 +28,7 @@ DEFAULT_TYPES = {
     '/odom': 'nav_msgs/msg/Odometry',
     '/cmd_vel': 'geometry_msgs/msg/Twist',
     '/joint_command': 'sensor_msgs/msg/JointState',
+    '/joint_command/applied': 'sensor_msgs/msg/JointState',
     '/policy/status': 'std_msgs/msg/String',
     '/diagnostics': 'diagnostic_msgs/msg/DiagnosticArray',
     '/replay/transitions': 'std_msgs/msg/Float32MultiArray',
@@ -38,7 +39,7 @@ DEFAULT_TYPES = {
 """Message type of each topic the recorder knows; others are given as 'topic:pkg/msg/Type'."""
 
 DEFAULT_TOPICS = [
-    '/joint_states', '/imu', '/odom', '/cmd_vel', '/joint_command',
+    '/joint_states', '/imu', '/odom', '/cmd_vel', '/joint_command', '/joint_command/applied',
     '/robot_description', '/tf', '/tf_static',
 ]  # fmt: skip
 

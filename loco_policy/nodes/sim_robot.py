@@ -8,6 +8,12 @@ an actuator model YAML (loco-train fit-actuator: realised gains, armature, frict
 delay; actuator_delay overrides its delay); fixed_base welds the base in the air. Service ~/reset
 (Trigger). With publish_description it latches the URDF on /robot_description and, where tf2_msgs
 is importable, publishes /tf (odom -> base and the joints) with the sensors (robot_tf).
+
+Stamps are on the physics clock, as a drive bridge stamps its samples: a state carries the time
+of the physics step it shows, and /joint_command/applied (the /joint_command layout) repeats,
+once per tick, the command the drives took in, stamped with the start of the first physics step
+it acted on. An actuator fit reads that topic where a bag has it, so the command timing it sees
+is the drives' own, not the sender's stamps blurred by transport and the tick grid.
 """
 
 from collections import deque
@@ -35,6 +41,9 @@ from loco_policy.sim.backends import make_backend, Perturbation, SimBackendError
 MAX_CATCH_UP_STEPS = 20
 """Most physics steps per publish tick; beyond that the simulation drops behind real time."""
 
+APPLIED_TOPIC = '/joint_command/applied'
+"""The command the drives took in, on the physics clock (the /joint_command layout)."""
+
 
 class SimRobot(Node):
     """Steps a backend in real time and publishes its sensors."""
@@ -58,6 +67,11 @@ class SimRobot(Node):
         self.declare_parameter('actuator_file', '')  # actuator model YAML; '': PD in Python
         self.declare_parameter('actuator_delay', -1.0)  # s, >= 0 overrides the file's delay
         self.declare_parameter('fixed_base', False)  # base welded in the air (hanging robot)
+        self.declare_parameter('publish_applied', True)  # /joint_command/applied per tick
+        # white noise (std) on the published joint positions (rad), velocities (rad/s) and
+        # efforts (N m), as encoders and current sensing give; physics sees the true state
+        self.declare_parameter('joint_noise', [0.0, 0.0, 0.0])
+        self.declare_parameter('noise_seed', 0)
         get = lambda name: self.get_parameter(name).value  # noqa: E731
         self.get_logger().info(set_realtime_priority(int(get('realtime_priority'))))
         self.get_logger().info(hold_cpu_dma_latency(int(get('cpu_dma_latency'))))
@@ -69,6 +83,10 @@ class SimRobot(Node):
         self.backend = make_backend(
             get('backend'), self.perturbation, actuator, bool(get('fixed_base'))
         )
+        self.joint_noise = np.asarray(get('joint_noise'), dtype=np.float64)
+        if self.joint_noise.shape != (3,) or not np.all(self.joint_noise >= 0):
+            raise ValueError('joint_noise: three standard deviations >= 0 (q, qd, effort)')
+        self.noise_rng = np.random.default_rng(int(get('noise_seed')))
         self.command_timeout = float(get('command_timeout'))
         self.publishing = bool(get('publishing'))
         self.period = 1.0 / float(get('publish_rate'))  # s
@@ -80,6 +98,9 @@ class SimRobot(Node):
         self.joint_pub = self.create_publisher(JointState, '/joint_states', 10)
         self.imu_pub = self.create_publisher(Imu, '/imu', 10)
         self.odom_pub = self.create_publisher(Odometry, '/odom', 10)
+        self.applied_pub = None
+        if bool(get('publish_applied')):
+            self.applied_pub = self.create_publisher(JointState, APPLIED_TOPIC, 10)
         self.create_subscription(JointState, '/joint_command', self.on_command, 10)
         self.create_service(Trigger, '~/reset', self.on_reset)
         self.robot_tf = None
@@ -87,6 +108,8 @@ class SimRobot(Node):
             stamp = self.get_clock().now().to_msg()
             self.robot_tf = RobotTf(self, description.load_urdf(), stamp)
         self.start_wall, self.steps = time.monotonic(), 0
+        self.clock_offset = 0  # ns, ROS clock - monotonic clock (see _stamp)
+        self._sync_clock()
         self.timer_origin = time.monotonic()
         self.create_timer(self.period, self.on_tick, clock=steady_clock())  # as timer_origin
         self.get_logger().info(
@@ -124,6 +147,7 @@ class SimRobot(Node):
         self.pending.clear()
         self.command = self.command_time = None
         self.start_wall, self.steps = time.monotonic(), 0
+        self._sync_clock()
         response.success, response.message = True, 'robot reset to the default pose'
         return response
 
@@ -145,29 +169,75 @@ class SimRobot(Node):
         wake-up delay and the physics cost. A late wake-up publishes at once.
         """
         now = grid_publish_time(time.monotonic(), self.timer_origin, self.period, self.lead)
-        due = int((now - self.start_wall) / self.backend.dt) - self.steps
+        # Steps to the physics step nearest the publish time: a tick a hair early on the grid
+        # then still takes one step, not none and two next time (each state its own time).
+        due = round((now - self.start_wall) / self.backend.dt) - self.steps
         if due > MAX_CATCH_UP_STEPS:  # fell behind: drop the backlog, stay real time
             self.start_wall += (due - MAX_CATCH_UP_STEPS) * self.backend.dt
             due = MAX_CATCH_UP_STEPS
         command = self._active_command(now)
+        first_step = self.start_wall + self.steps * self.backend.dt  # monotonic s
         for _ in range(max(0, due)):
             self.backend.step(command)
             self.steps += 1
-        if self.publishing:
+        physics_time = self.start_wall + self.steps * self.backend.dt  # of the state, s
+        if self.publishing and due > 0:  # no new physics, no new sample (stamps stay unique)
+            if command is not None and self.applied_pub is not None:
+                self._publish_applied(command, first_step)
             state = self.backend.state()
             if all(np.all(np.isfinite(v)) for v in vars(state).values()):
-                self.publish(state, now)
+                self.publish(state, now, physics_time)
             else:  # say so and stay silent: the policy node's watchdog takes over
                 self.get_logger().error(
                     'simulation state is not finite', throttle_duration_sec=1.0
                 )
 
-    def publish(self, state, publish_at=0.0):
-        """Publish /joint_states, /imu and /odom for one RobotState, not before publish_at (s)."""
+    def _sync_clock(self):
+        """Measure the ROS clock's offset from the monotonic one (ns).
+
+        The tightest of a few readings bracketed by monotonic ones: a preemption between the
+        two reads would otherwise shift every stamp after it.
+        """
+        best = None
+        for _ in range(20):
+            before = time.monotonic_ns()
+            ros = self.get_clock().now().nanoseconds
+            after = time.monotonic_ns()
+            if best is None or after - before < best[0]:
+                best = (after - before, ros - (before + after) // 2)
+        self.clock_offset = best[1]
+
+    def _stamp(self, monotonic_time):
+        """The ROS time (builtin Time) of a monotonic time s, by the offset _sync_clock took.
+
+        One offset for the node's life keeps stamps on the physics grid exactly; a step of the
+        ROS clock afterwards (an NTP correction) is not followed until ~/reset.
+        """
+        from rclpy.time import Time
+
+        nanoseconds = int(round(monotonic_time * 1e9)) + self.clock_offset
+        return Time(nanoseconds=nanoseconds, clock_type=self.get_clock().clock_type).to_msg()
+
+    def _publish_applied(self, command, monotonic_time):
+        """Publish the command the drives took in at monotonic_time (s) on APPLIED_TOPIC."""
+        msg = JointState()
+        msg.name, msg.position, msg.velocity, msg.effort = joint_command.pack(command)
+        msg.header.frame_id = command.mode
+        msg.header.stamp = self._stamp(monotonic_time)
+        self.applied_pub.publish(msg)
+
+    def publish(self, state, publish_at=0.0, physics_time=None):
+        """Publish /joint_states, /imu and /odom for one RobotState, not before publish_at (s).
+
+        physics_time: monotonic s of the physics the state shows (its stamp); None: now.
+        """
         joints = JointState()
         joints.name = list(spec.JOINT_NAMES)
-        joints.position, joints.velocity = state.q.tolist(), state.qd.tolist()
-        joints.effort = state.tau.tolist()
+        q, qd, tau = state.q, state.qd, state.tau
+        if np.any(self.joint_noise > 0):  # (3, 12) draws: q, qd, tau
+            noise = self.noise_rng.standard_normal((3, q.size)) * self.joint_noise[:, None]
+            q, qd, tau = q + noise[0], qd + noise[1], tau + noise[2]
+        joints.position, joints.velocity, joints.effort = q.tolist(), qd.tolist(), tau.tolist()
         w, x, y, z = state.base_quat.tolist()
         imu = Imu()
         imu.header.frame_id = 'base'
@@ -186,7 +256,7 @@ class SimRobot(Node):
         twist.angular.x, twist.angular.y, twist.angular.z = av
         while time.monotonic() < publish_at:  # at most publish_lead
             pass
-        stamp = self.get_clock().now().to_msg()
+        stamp = self._stamp(time.monotonic() if physics_time is None else physics_time)
         joints.header.stamp = imu.header.stamp = odom.header.stamp = stamp
         self.joint_pub.publish(joints)
         self.imu_pub.publish(imu)

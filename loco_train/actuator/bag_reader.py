@@ -19,6 +19,9 @@ from loco_policy.control import joint_command
 
 STATE_TOPIC = '/joint_states'
 COMMAND_TOPIC = '/joint_command'
+APPLIED_TOPIC = '/joint_command/applied'
+"""The commands as the drives took them in, stamped on the states' clock (sim_robot, or a robot
+driver that reports them); preferred to COMMAND_TOPIC where a recording has it."""
 
 GAP_FACTOR = 5.0
 """A pause longer than this many median message periods (and than MIN_GAP) splits a recording."""
@@ -124,7 +127,7 @@ def _messages(path):
 
     from loco_policy.tools.bag_writer import TYPESTORE
 
-    out = {STATE_TOPIC: [], COMMAND_TOPIC: []}
+    out = {STATE_TOPIC: [], COMMAND_TOPIC: [], APPLIED_TOPIC: []}
     typestore = get_typestore(TYPESTORE)
     for part in bag_paths(path):
         try:
@@ -225,7 +228,9 @@ def read(path):
     t, q, qd, tau = _states(path, messages[STATE_TOPIC])
     order = np.argsort(t, kind='stable')
     t, q, qd, tau = t[order], q[order], qd[order], tau[order]
-    cmd_t, fields = _commands(path, messages[COMMAND_TOPIC])
+    first = np.concatenate([[True], np.diff(t) > 0])  # a repeated stamp is the same sample
+    t, q, qd, tau = t[first], q[first], qd[first], tau[first]
+    cmd_t, fields = _commands(path, messages[APPLIED_TOPIC] or messages[COMMAND_TOPIC])
     # cut points (s): state gaps, command gaps, gain changes
     cuts = [t[i] for i in _breaks(t)]
     cuts += [cmd_t[i] for i in _breaks(cmd_t)]

@@ -10,8 +10,9 @@ object: the relative errors per field (%), the delay error (ms), how many 95 % i
 the truth (and the errors in units of the intervals' standard deviations: 1 when the intervals
 are right), the held-out position RMSE against the injected noise and against the nominal
 parameters' (the baseline), the goals and the times. --noise adds white noise of NOISE to the
-recorded joint states; --seeds N runs seeds seed .. seed + N - 1 and prints the worst errors,
-the coverage fractions and the worst RMSE ratios over them.
+recorded joint states (with --ros, sim_robot's joint_noise); --seeds N runs seeds seed ..
+seed + N - 1 and prints the worst errors, the coverage fractions and the worst RMSE ratios over
+them.
 """
 
 import argparse
@@ -120,15 +121,15 @@ def record(directory, duration, truth, noise, seed, ros=False):
     from loco_train.actuator.excitation import Excitation, ExcitationConfig
 
     if ros:
-        if noise is not None:
-            raise ValueError('--ros records sim_robot, whose joint states are noise-free')
+        sensors = [] if noise is None else [f'joint_noise:={list(map(float, noise))}',
+                                             f'noise_seed:={int(seed)}']  # fmt: skip
         env = dict(os.environ)
         env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
         env.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
         # SCHED_FIFO as a robot's driver runs: under normal scheduling on a busy machine its
         # late ticks shift the stamps by up to a physics step
         return ros_record.record(os.path.join(directory, 'ros'), truth, duration, env,
-                                 sim_params=['realtime_priority:=50'])  # fmt: skip
+                                 sim_params=['realtime_priority:=50', *sensors])  # fmt: skip
     return synthetic.record(os.path.join(directory, 'bag'),
                             Excitation(ExcitationConfig(duration=duration)), truth, noise=noise,
                             seed=seed)  # fmt: skip

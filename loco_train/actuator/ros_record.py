@@ -4,9 +4,10 @@ Three processes over real DDS, as on the robot: sim_robot (MuJoCo backend, ``fix
 ``actuator_file`` = the truth written as an actuator YAML), the excitation node
 (``identification_mode:=true``) and the recorder on /joint_command and /joint_states. This
 process starts them and waits (no rclpy here); ``env`` carries the ROS environment (domain id,
-discovery range). sim_robot stamps its states with the wall clock when it publishes, after
-stepping physics up to that time with the latest command (a real-time node, not the synthetic
-recording's exact clock): the fit sees that timing as it would a robot's.
+discovery range). sim_robot steps physics in real time with the latest command it has
+received; it stamps its states and the commands its drives took in (/joint_command/applied) on
+its physics clock, as a drive bridge does, and the fit reads those commands rather than the
+excitation's own stamps.
 """
 
 import os
@@ -55,8 +56,9 @@ def record(directory, truth, duration=20.0, env=None, seed=0, lead_in=0.5, hold_
     sim = _start('sim_robot', ['fixed_base:=true', 'publish_description:=false',
                                f'actuator_file:={truth_file}', *sim_params], env,
                  logs['sim'])  # fmt: skip
-    recorder = _start('recorder', [f'output:={bag}', "topics:=['/joint_command', '/joint_states']",
-                                   'flush_period:=0.2'], env, logs['rec'])  # fmt: skip
+    topics = "topics:=['/joint_command', '/joint_command/applied', '/joint_states']"
+    recorder = _start('recorder', [f'output:={bag}', topics, 'flush_period:=0.2'], env,
+                      logs['rec'])  # fmt: skip
     excitation = _start(
         'excitation',
         ['identification_mode:=true', f'duration:={float(duration)}', f'seed:={int(seed)}',
