@@ -185,6 +185,41 @@ def test_gaps_split_a_recording_into_segments(short_bag, tmp_path):
         bag_reader.read(str(tmp_path / 'missing'))
 
 
+def test_the_applied_commands_are_read_before_the_senders(short_bag, tmp_path):
+    """A bag with /joint_command/applied takes its commands from there (the drives' clock), the
+    sender's /joint_command (here stamped 3 ms late) only without it; a state stamp repeated
+    (a tick that took no physics step) counts once."""
+    from pathlib import Path
+
+    from rosbags.highlevel import AnyReader
+
+    (plain,) = bag_reader.read(short_bag)
+    writer = SplitBagWriter(str(tmp_path / 'both'), split_size=0, split_duration=0,
+                            flush_period=0, fsync=False)  # fmt: skip
+    for topic in ('/joint_states', '/joint_command', '/joint_command/applied'):
+        writer.add_topic(topic, 'sensor_msgs/msg/JointState')
+    repeated = 0
+    with AnyReader([Path(short_bag)], default_typestore=writer.typestore) as reader:
+        for connection, stamp, raw in reader.messages():
+            if connection.topic == '/joint_command':
+                writer.write('/joint_command/applied', stamp, raw)  # exact: the drives' own
+                msg = reader.deserialize(raw, connection.msgtype)
+                msg.header.stamp.nanosec = (msg.header.stamp.nanosec + 3_000_000) % 10**9
+                raw = writer.typestore.serialize_cdr(msg, connection.msgtype)
+            writer.write(connection.topic, stamp, raw)
+            if connection.topic == '/joint_states' and repeated < 5:
+                writer.write(connection.topic, stamp, raw)  # the same sample twice
+                repeated += 1
+    writer.close()
+    split = writer.closed_splits[-1] if writer.closed_splits else writer.path
+    (both,) = bag_reader.read(str(split))
+    assert np.array_equal(both.cmd_t, plain.cmd_t) and np.array_equal(both.cmd_q, plain.cmd_q)
+    assert np.array_equal(both.t, plain.t) and np.all(np.diff(both.t) > 0)
+    sender = copy_topics(split, tmp_path / 'sender', ['/joint_states', '/joint_command'])
+    (late,) = bag_reader.read(str(sender))
+    assert not np.array_equal(late.cmd_t, plain.cmd_t)  # the 3 ms are seen without the topic
+
+
 def test_the_fit_imports_neither_torch_nor_warp():
     import subprocess
     import sys

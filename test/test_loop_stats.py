@@ -44,7 +44,7 @@ def test_the_bench_runs_the_sleep_loop_beside_a_real_sim_robot_and_stops_both(
     for key, value in ros_env(request.node.name).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(bench, 'BARE_SETTLE', 2.0)
-    figures = bench.sleep_loop_jitter(SimpleNamespace(seconds=1.0), str(tmp_path))
+    figures = bench.sleep_loop_jitter(SimpleNamespace(seconds=1.0, rt_priority=0), str(tmp_path))
     assert set(figures) == {'jitter_ms', 'cpu_percent_sim_robot', 'goal_met'}, figures
     assert figures['cpu_percent_sim_robot'] > 0.0  # sim_robot stepped beside the loop
     assert 0.0 <= figures['jitter_ms']['p50'] <= figures['jitter_ms']['max']
@@ -53,4 +53,6 @@ def test_the_bench_runs_the_sleep_loop_beside_a_real_sim_robot_and_stops_both(
     monkeypatch.setattr(
         bench, 'beside_sim', lambda *a, **k: (0.0, 0.0, '')
     )  # what a crashed loop leaves: no stdout
-    assert 'error' in bench.sleep_loop_jitter(SimpleNamespace(seconds=1.0), str(tmp_path))
+    assert 'error' in bench.sleep_loop_jitter(
+        SimpleNamespace(seconds=1.0, rt_priority=0), str(tmp_path)
+    )

@@ -299,6 +299,7 @@ def sleep_loop_jitter(args, work):
     """
     seconds = min(args.seconds, BARE_SECONDS)
     argv = ['loco_policy.tools.sleep_loop', '--seconds', str(seconds), '--rate', '50']
+    argv += ['--rt-priority', str(args.rt_priority)]  # the floor at the loop's own scheduling
     try:
         _, sim_cpu, out = beside_sim(work, argv, seconds, until_exit=True)
         jitter = json.loads(out.strip().splitlines()[-1])['jitter_ms']

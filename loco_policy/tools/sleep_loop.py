@@ -1,11 +1,12 @@
 """The deployment benchmark's timing baseline: a 50 Hz sleep loop with no ROS and no policy.
 
-    python -m loco_policy.tools.sleep_loop [--seconds 20] [--rate 50]
+    python -m loco_policy.tools.sleep_loop [--seconds 20] [--rate 50] [--rt-priority 50]
 
 Sleeps to absolute deadlines one period apart and prints one JSON line with the period jitter
 p50/p99/max (ms) of its wake-ups, as policy_node's run summary defines it (control/loop_stats):
 the floor this machine gives a Python process that does nothing but wake up on time. Where that
 floor is above the loop's jitter goal, no control loop on the machine can meet the goal.
+--rt-priority runs it under SCHED_FIFO, as policy_node's realtime_priority does.
 """
 
 import argparse
@@ -14,6 +15,7 @@ import sys
 import time
 
 from loco_policy.control.loop_stats import LoopStats
+from loco_policy.control.realtime import set_realtime_priority
 
 
 def sleep_loop(seconds: float, rate: float) -> LoopStats:
@@ -35,10 +37,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--seconds', type=float, default=20.0)
     parser.add_argument('--rate', type=float, default=50.0, help='Hz')
+    parser.add_argument('--rt-priority', type=int, default=0, help='SCHED_FIFO 1-99 (0: off)')
     args = parser.parse_args(argv)
+    print(set_realtime_priority(args.rt_priority), file=sys.stderr)
     summary = sleep_loop(args.seconds, args.rate).summary(recent=False)
     jitter = {k: round(summary[f'jitter_{k}_ms'], 4) for k in ('p50', 'p99', 'max')}
-    print(json.dumps({'ticks': summary['ticks'], 'jitter_ms': jitter}))
+    print(json.dumps({'ticks': summary['ticks'], 'jitter_ms': jitter,
+                      'realtime_priority': args.rt_priority}))  # fmt: skip
     return 0
 
 
