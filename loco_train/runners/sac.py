@@ -440,6 +440,14 @@ ARGUMENTS = {
     'num_critics': 'sac.num_critics',
     'sigma0': 'sac.sigma0',
     'actor_update_interval': 'sac.actor_update_interval',
+    'gamma': 'sac.gamma',
+    'tau': 'sac.tau',
+    'init_alpha': 'sac.init_alpha',
+    'target_entropy': 'sac.target_entropy',
+    'actor_lr': 'sac.actor_lr',
+    'critic_lr': 'sac.critic_lr',
+    'alpha_lr': 'sac.alpha_lr',
+    'activation': 'sac.activation',
 }
 
 HELP = {
@@ -461,6 +469,14 @@ HELP = {
     'num_critics': 'Q-networks in the ensemble',
     'sigma0': 'initial policy standard deviation',
     'actor_update_interval': 'critic updates per actor update',
+    'gamma': 'discount factor gamma',
+    'tau': 'Polyak rate of the target critics',
+    'init_alpha': 'initial temperature alpha',
+    'target_entropy': 'target entropy of the temperature (None: -|A|)',
+    'actor_lr': 'Adam learning rate of the actor (after --lr)',
+    'critic_lr': 'Adam learning rate of the critics (after --lr)',
+    'alpha_lr': 'Adam learning rate of log alpha (after --lr)',
+    'activation': 'hidden activation: relu, elu, tanh or silu',
 }
 
 
@@ -536,7 +552,8 @@ def add_arguments(parser) -> None:
         owner, name = (runner.sac, attr[4:]) if attr.startswith('sac.') else (runner, attr)
         default = getattr(owner, name)
         help_text = f'{HELP[flag]} (default {default!r} or the --env preset)'
-        parser.add_argument('--' + flag.replace('_', '-'), type=type(default), help=help_text)
+        kind = float if default is None else type(default)  # target_entropy: None or a number
+        parser.add_argument('--' + flag.replace('_', '-'), type=kind, help=help_text)
     parser.add_argument(
         '--hidden',
         type=lambda text: tuple(int(v) for v in text.split(',')),
@@ -573,6 +590,8 @@ def config_from_args(args) -> RunnerConfig:
     env = args.env or cfg.env
     for attr, value in preset_for(env).items():
         set_option(cfg, attr, value)
+    if getattr(args, 'lr', None):  # all three, then --actor-lr etc. override it
+        cfg.sac.actor_lr = cfg.sac.critic_lr = cfg.sac.alpha_lr = float(args.lr)
     for flag, attr in ARGUMENTS.items():
         if getattr(args, flag) is not None:
             set_option(cfg, attr, getattr(args, flag))
@@ -582,8 +601,6 @@ def config_from_args(args) -> RunnerConfig:
         cfg.overlap = bool(args.overlap)
     if getattr(args, 'hidden', None):
         cfg.sac.actor_hidden = cfg.sac.critic_hidden = tuple(args.hidden)
-    if getattr(args, 'lr', None):
-        cfg.sac.actor_lr = cfg.sac.critic_lr = cfg.sac.alpha_lr = float(args.lr)
     return cfg
 
 
