@@ -195,3 +195,40 @@ def test_no_clip_still_skips_a_non_finite_gradient():
     before = parameters(sac)
     assert float(sac.update(make_batch(reward=torch.full((B,), 3e38)))['skipped']) == 1.0
     assert all(torch.equal(a, b) for a, b in zip(before, parameters(sac)))
+
+
+def test_a_part_of_a_global_batch_weights_its_gradient_by_its_share():
+    """A data-parallel rank's batch part: its gradient is scaled by B_r / B_total before the
+    ranks' sum (grad_sync), and a rank without any of the global batch adds a zero gradient and
+    still takes the step the others take (an empty mean would be NaN and skip it everywhere)."""
+    from loco_train.sac.batch import BatchPart
+
+    seen = []
+
+    def grad_sync(params, ok, share):  # one rank's view of the sum over ranks
+        seen.append((share, [p.grad.clone() if p.grad is not None else None for p in params]))
+        for p in params:  # the sum's result: every parameter has a gradient afterwards
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        return ok
+
+    whole, part = make_sac(), make_sac()
+    part.grad_sync = grad_sync
+    batch = make_batch()
+    whole.update(batch)
+    rows = torch.arange(B // 2)  # the first half of a global batch of B
+    half = Batch(**{name: getattr(batch, name)[rows] for name in Batch.tensor_fields()},
+                 part=BatchPart(rows, B))  # fmt: skip
+    metrics = part.update(half)
+    assert float(metrics['skipped']) == 0.0 and seen[0][0] == 0.5
+    empty = Batch(**{name: getattr(batch, name)[:0] for name in Batch.tensor_fields()},
+                  part=BatchPart(rows[:0], B))  # fmt: skip
+    seen.clear()
+    before = [p.detach().clone() for p in part.critic.parameters()]
+    metrics = part.update(empty)
+    assert float(metrics['skipped']) == 0.0  # the step is taken (here with nothing to add)
+    assert seen and all(share == 0.0 for share, _ in seen)
+    assert all(g is None or not g.any() for _, grads in seen for g in grads)
+    after = list(part.critic.parameters())
+    assert all(torch.isfinite(p).all() for p in after)
+    assert any(not torch.equal(a, b) for a, b in zip(before, after))  # Adam's momentum moves it

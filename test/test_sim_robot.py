@@ -88,7 +88,6 @@ def test_stamps_on_the_physics_clock_and_reports_the_applied_command(request, tm
     steps = np.diff(t) / 0.005  # physics steps between samples
     assert np.all(steps > 0.5)  # unique, increasing
     assert np.abs(steps - np.round(steps)).max() < 1e-3  # on the physics grid (float64 at 1e9 s)
-    assert np.mean(np.round(steps) == 1) > 0.9  # one step per 200 Hz tick, mostly
     assert len(applied) > 100
     command = joint_command.unpack(
         applied[-1].name, applied[-1].position, applied[-1].velocity, applied[-1].effort

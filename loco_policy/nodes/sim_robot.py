@@ -10,13 +10,15 @@ delay; actuator_delay overrides its delay); fixed_base welds the base in the air
 is importable, publishes /tf (odom -> base and the joints) with the sensors (robot_tf).
 
 Stamps are on the physics clock, as a drive bridge stamps its samples: a state carries the time
-of the physics step it shows, and /joint_command/applied (the /joint_command layout) repeats,
-once per tick, the command the drives took in, stamped with the start of the first physics step
-it acted on. An actuator fit reads that topic where a bag has it, so the command timing it sees
-is the drives' own, not the sender's stamps blurred by transport and the tick grid.
+of the physics step it shows, and /joint_command/applied (the /joint_command layout) carries,
+once per tick that steps the physics, the command the drives took in for that tick's steps,
+stamped at the start of the first of them. An actuator fit reads that topic where a bag has it,
+so the command timing it sees is the drives' own, not the sender's stamps blurred by transport
+and the tick grid.
 """
 
 from collections import deque
+import math
 import sys
 import time
 
@@ -107,10 +109,11 @@ class SimRobot(Node):
         if bool(get('publish_description')):
             stamp = self.get_clock().now().to_msg()
             self.robot_tf = RobotTf(self, description.load_urdf(), stamp)
-        self.start_wall, self.steps = time.monotonic(), 0
         self.clock_offset = 0  # ns, ROS clock - monotonic clock (see _stamp)
         self._sync_clock()
         self.timer_origin = time.monotonic()
+        # monotonic s of physics step 0, on the timer's grid; steps taken since
+        self.start_wall, self.steps = self.timer_origin, 0
         self.create_timer(self.period, self.on_tick, clock=steady_clock())  # as timer_origin
         self.get_logger().info(
             f'sim_robot: backend {get("backend")}, physics dt {self.backend.dt} s, '
@@ -146,7 +149,9 @@ class SimRobot(Node):
         self.backend.reset()
         self.pending.clear()
         self.command = self.command_time = None
-        self.start_wall, self.steps = time.monotonic(), 0
+        # the physics clock restarts on the timer's grid, as at start-up
+        cycles = math.floor((time.monotonic() - self.timer_origin) / self.period)
+        self.start_wall, self.steps = self.timer_origin + cycles * self.period, 0
         self._sync_clock()
         response.success, response.message = True, 'robot reset to the default pose'
         return response
@@ -169,9 +174,10 @@ class SimRobot(Node):
         wake-up delay and the physics cost. A late wake-up publishes at once.
         """
         now = grid_publish_time(time.monotonic(), self.timer_origin, self.period, self.lead)
-        # Steps to the physics step nearest the publish time: a tick a hair early on the grid
-        # then still takes one step, not none and two next time (each state its own time).
-        due = round((now - self.start_wall) / self.backend.dt) - self.steps
+        # Steps up to the publish time. The physics clock starts on the timer's grid, so a tick
+        # is publish_lead past a step boundary; a second callback for the same grid point (a
+        # late timer) finds nothing due and publishes nothing (each state its own time).
+        due = int((now - self.start_wall) / self.backend.dt) - self.steps
         if due > MAX_CATCH_UP_STEPS:  # fell behind: drop the backlog, stay real time
             self.start_wall += (due - MAX_CATCH_UP_STEPS) * self.backend.dt
             due = MAX_CATCH_UP_STEPS

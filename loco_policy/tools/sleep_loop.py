@@ -39,11 +39,13 @@ def main(argv=None):
     parser.add_argument('--rate', type=float, default=50.0, help='Hz')
     parser.add_argument('--rt-priority', type=int, default=0, help='SCHED_FIFO 1-99 (0: off)')
     args = parser.parse_args(argv)
-    print(set_realtime_priority(args.rt_priority), file=sys.stderr)
+    scheduling = set_realtime_priority(args.rt_priority)
+    print(scheduling, file=sys.stderr)
+    applied = args.rt_priority if scheduling.startswith('SCHED_FIFO priority') else 0
     summary = sleep_loop(args.seconds, args.rate).summary(recent=False)
     jitter = {k: round(summary[f'jitter_{k}_ms'], 4) for k in ('p50', 'p99', 'max')}
     print(json.dumps({'ticks': summary['ticks'], 'jitter_ms': jitter,
-                      'realtime_priority': args.rt_priority}))  # fmt: skip
+                      'realtime_priority': applied}))  # fmt: skip
     return 0
 
 

@@ -1,4 +1,7 @@
-"""rosbag2 (MCAP) recordings of /joint_states and /joint_command as aligned numpy arrays.
+"""rosbag2 (MCAP) recordings of /joint_states and the commands as aligned numpy arrays.
+
+The commands are /joint_command/applied where the recording has it (the drives' own report, on
+the states' clock), else /joint_command.
 
 A BAG argument is a rosbag2 directory (metadata.yaml + .mcap), a recorder output root holding
 such splits (read in order, as one recording) or one .mcap file. Joints are matched by name
@@ -121,7 +124,7 @@ def sha256(path):
 
 
 def _messages(path):
-    """[(topic, message)] of the two topics in the recording, in file order per part."""
+    """{topic: [message]} of the state and command topics of the recording, in file order."""
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import get_typestore
 
@@ -192,8 +195,8 @@ def _states(path, messages):
     )
 
 
-def _commands(path, messages):
-    """T (M,) and the JointCommand fields (M, 12) of /joint_command messages."""
+def _commands(path, messages, topic=COMMAND_TOPIC):
+    """T (M,) and the JointCommand fields (M, 12) of the command messages (read from topic)."""
     if not messages:
         raise BagError(f'{path}: no {COMMAND_TOPIC} messages (record {STATE_TOPIC} and '
                        f'{COMMAND_TOPIC})')  # fmt: skip
@@ -202,14 +205,14 @@ def _commands(path, messages):
         try:
             command = joint_command.unpack(msg.name, msg.position, msg.velocity, msg.effort)
         except ValueError as error:
-            raise BagError(f'{path}: {COMMAND_TOPIC} joint names do not match the robot: '
+            raise BagError(f'{path}: {topic} joint names do not match the robot: '
                            f'{error}') from None  # fmt: skip
         t.append(_stamp(msg))
         fields.append(np.stack([command.position, command.velocity, command.effort,
                                 command.kp, command.kd, command.torque_limit]))  # fmt: skip
     t = np.array(t)
     if np.any(t <= 0):
-        raise BagError(f'{path}: {COMMAND_TOPIC} messages without header stamps')
+        raise BagError(f'{path}: {topic} messages without header stamps')
     order = np.argsort(t, kind='stable')
     return t[order], np.array(fields)[order]
 
@@ -230,7 +233,8 @@ def read(path):
     t, q, qd, tau = t[order], q[order], qd[order], tau[order]
     first = np.concatenate([[True], np.diff(t) > 0])  # a repeated stamp is the same sample
     t, q, qd, tau = t[first], q[first], qd[first], tau[first]
-    cmd_t, fields = _commands(path, messages[APPLIED_TOPIC] or messages[COMMAND_TOPIC])
+    topic = APPLIED_TOPIC if messages[APPLIED_TOPIC] else COMMAND_TOPIC
+    cmd_t, fields = _commands(path, messages[topic], topic)
     # cut points (s): state gaps, command gaps, gain changes
     cuts = [t[i] for i in _breaks(t)]
     cuts += [cmd_t[i] for i in _breaks(cmd_t)]

@@ -15,6 +15,7 @@ One JSON object as the last line.
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -52,7 +53,7 @@ def case_command(ranks, args, log_dir):
     # SAC: learning starts after one vector step; then `iterations` steps with updates.
     return torchrun + ['sac', '--env=anymal', *common] + [
         f'--learning-starts={args.envs}', f'--total-steps={args.envs * (args.iterations + 1)}',
-        '--checkpoint-interval=0', '--eval-episodes=0', *args.sac_args.split(),
+        '--checkpoint-interval=0', '--eval-episodes=0', *shlex.split(args.sac_args),
     ]  # fmt: skip
 
 

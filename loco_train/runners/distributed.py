@@ -1,10 +1,11 @@
 """Data-parallel training under torchrun: process group, rank helpers, all-reduces, rank-0 I/O.
 
-`torchrun --nproc-per-node K -m loco_train.cli shac --num-envs N ...` starts K ranks. N is the
-total: rank r steps environments [r N/K, (r+1) N/K) of one population (the environment draws
-its randomness for the whole population and keeps its rows, so K ranks step exactly the
-environments one process would). Gradients are averaged over ranks before clipping, normaliser
-statistics are merged from every rank's batch, and only rank 0 logs and writes checkpoints.
+`torchrun --nproc-per-node K -m loco_train.cli shac|sac --num-envs N ...` starts K ranks. N is
+the total: rank r steps environments [r N/K, (r+1) N/K) of one population (the environment
+draws its randomness for the whole population and keeps its rows, so K ranks step exactly the
+environments one process would). Gradients are combined over ranks before clipping (SHAC:
+averaged; SAC: summed by each rank's share of the global batch), normaliser statistics are
+merged from every rank's batch, and only rank 0 logs and writes checkpoints.
 
 Gloo serves CPU runs and NCCL CUDA ones (rank r on cuda:LOCAL_RANK). LOCO_DIST_TIMEOUT_S bounds
 how long a collective waits for a rank that has died (default 300 s). torchrun starts each rank

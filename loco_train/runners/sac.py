@@ -101,6 +101,8 @@ class SACRunner:
             offset, count = self.ranks.shard(config.num_envs)
             if count != env.num_envs:
                 raise ValueError(f'rank {self.ranks.rank} has {env.num_envs} envs, not {count}')
+            if config.sac.compile:  # each rank's part of a batch changes size every update
+                raise ValueError('--compile is not supported under torchrun')
             if config.sac.batch_size < 16 * K:
                 size = config.sac.batch_size
                 raise ValueError(f'--batch-size {size} is below 16 per rank over {K} ranks')
@@ -108,8 +110,11 @@ class SACRunner:
         b, c = bounds_from_box(env.action_low, env.action_high)
         c = c * config.action_bound_scale
         self.sac = SAC(env.obs_dim, b, c, config.sac, config.device)
+        # The rows one buffer of all N environments would have, each rank its N/K columns.
+        rows = math.ceil(config.replay_capacity / config.num_envs) if self.shard else None
+        capacity = rows * env.num_envs if rows else config.replay_capacity
         self.buffer = ReplayBuffer(
-            config.replay_capacity // K, env.num_envs, env.obs_dim, env.action_dim, config.device
+            capacity, env.num_envs, env.obs_dim, env.action_dim, config.device
         )
         if self.ranks.enabled:
             self.sac.grad_sync = distributed.sum_shares_
@@ -126,8 +131,8 @@ class SACRunner:
         self.recent_lengths = deque(maxlen=config.return_window)  # in env steps
         self.episodes = 0
         self.dropped_steps = 0  # env transitions replaced because the env returned NaN/inf
-        # Wall and process CPU time (s) of each vector step that ran updates, this invocation.
-        self.step_seconds, self.step_cpu_seconds = [], []
+        # Wall and process CPU time (s) of the latest vector steps that ran updates.
+        self.step_seconds, self.step_cpu_seconds = deque(maxlen=1000), deque(maxlen=1000)
         self.writer = None
         # The learner's own random stream (replay indices, policy noise), apart from acting's.
         self.learner_rng = torch.Generator(config.device).manual_seed(config.seed + 1)
@@ -150,19 +155,25 @@ class SACRunner:
         return os.path.join(directory, name)
 
     def save(self) -> str:
-        """Write the checkpoint (rank 0) and replay buffers if configured, atomically; path."""
+        """Write the checkpoint (rank 0) and replay buffers if configured, atomically; path.
+
+        Under torchrun every rank calls it (its episode statistics are gathered for rank 0).
+        """
         if self.cfg.save_replay:  # every rank its own buffer
             self.buffer.save(self._replay_path(self.run_dir))
+        returns, lengths = self._episodes()
+        episodes, _ = self._totals()
         if not self.ranks.is_main:
             return self.checkpoint_path
+        window = self.cfg.return_window
         state = {
             'sac': self.sac.state_dict(),
             'runner': asdict(self.cfg) | {'sac': None},
             'steps': self.steps,
             'update_credit': self.update_credit,
-            'episodes': self.episodes,
-            'recent_returns': list(self.recent_returns),
-            'recent_lengths': list(self.recent_lengths),
+            'episodes': episodes,
+            'recent_returns': returns[-window:],
+            'recent_lengths': lengths[-window:],
             'torch_rng': torch.get_rng_state(),
             'learner_rng': self.learner_rng.get_state(),
             # What `loco-train export` reads: the same exporter and contract as SHAC.
@@ -172,7 +183,7 @@ class SACRunner:
                 self.sac.normalizer,
                 'sac',
                 self.sac.num_updates,
-                float(np.mean(self.recent_returns)) if self.recent_returns else 0.0,
+                float(np.mean(returns)) if returns else 0.0,
                 getattr(self.env, 'command_ranges', None),
                 getattr(self.env, 'provenance', None),
                 getattr(self.env, 'layout_name', 'velocity'),
@@ -184,20 +195,28 @@ class SACRunner:
     def load(self, path: str) -> None:
         """Resume from a checkpoint (and the replay file beside it, if present); envs start fresh.
 
-        Every rank loads the same file, so networks and the shared random streams agree.
+        Every rank loads the same file, so networks and the shared random streams agree; the
+        episode statistics (all ranks' together) go to rank 0. The replay files are loaded only
+        if every rank has one and all hold the same number of steps (else none is, and the
+        buffers start empty), so that every rank draws the same batches.
         """
         state = torch_load(path, map_location=self.cfg.device)
         self.sac.load_state_dict(state['sac'])
-        self.steps, self.episodes = int(state['steps']), int(state['episodes'])
+        self.steps = int(state['steps'])
         self.update_credit = float(state['update_credit'])
-        self.recent_returns.extend(state['recent_returns'])
-        self.recent_lengths.extend(state.get('recent_lengths', []))
+        if self.ranks.is_main:
+            self.episodes = int(state['episodes'])
+            self.recent_returns.extend(state['recent_returns'])
+            self.recent_lengths.extend(state.get('recent_lengths', []))
         torch.set_rng_state(state['torch_rng'].cpu())
         if 'learner_rng' in state:
             self.learner_rng.set_state(state['learner_rng'].cpu())
         replay = self._replay_path(os.path.dirname(os.path.abspath(path)))
-        if os.path.exists(replay):
+        if distributed.all_true(os.path.exists(replay)):
             self.buffer.load(replay)
+            sizes = distributed.gather_lists([self.buffer.size])
+            if len(set(sizes)) > 1:
+                raise ValueError(f"the ranks' replay files hold {sizes} steps: they must agree")
 
     # -- training ------------------------------------------------------------------------------
 
@@ -325,8 +344,7 @@ class SACRunner:
                 self.step_cpu_seconds.append(time.process_time() - cpu_tick)
             if self.steps - last_log >= cfg.log_interval or self.steps >= cfg.total_steps:
                 rate = (self.steps - last_log) / max(time.time() - start, 1e-9)
-                self._log(self._mean_metrics(sums, count) | env_log, rate)
-                returns, _ = self._episodes()
+                returns = self._log(self._mean_metrics(sums, count) | env_log, rate)
                 if returns:
                     bar.set_postfix(ret=f'{np.mean(returns):.1f}')
                 sums, count, last_log, start = {}, 0, self.steps, time.time()
@@ -348,6 +366,14 @@ class SACRunner:
         taken = max(count - skipped, 1.0)
         return {k: v / (count if k in ('skipped', 'alpha') else taken) for k, v in totals.items()}
 
+    def _totals(self) -> tuple[int, int]:
+        """Episodes ended and env steps dropped, over all ranks (a collective under torchrun)."""
+        if not self.ranks.enabled:
+            return self.episodes, self.dropped_steps
+        counts = torch.tensor([self.episodes, self.dropped_steps], dtype=torch.float64)
+        distributed.all_reduce_sum_(counts)
+        return int(counts[0]), int(counts[1])
+
     def _episodes(self) -> tuple[list, list]:
         """Recent episode returns and lengths of every rank (a collective under torchrun)."""
         if not self.ranks.enabled:
@@ -355,12 +381,15 @@ class SACRunner:
         pairs = distributed.gather_lists(list(zip(self.recent_returns, self.recent_lengths)))
         return [r for r, _ in pairs], [n for _, n in pairs]
 
-    def _log(self, metrics: dict, rate: float) -> None:
-        """Write update metrics and episode statistics, averaged over ranks, to TensorBoard."""
+    def _log(self, metrics: dict, rate: float) -> list:
+        """Write update metrics and episode statistics, averaged over ranks, to TensorBoard.
+
+        Returns the recent episode returns of every rank.
+        """
         metrics = distributed.mean_metrics(metrics) if self.ranks.enabled else metrics
         returns, lengths = self._episodes()
         if self.writer is None:  # ranks other than 0 only took part in the collectives
-            return
+            return returns
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, self.steps)
         if returns:
@@ -369,6 +398,7 @@ class SACRunner:
             self.writer.add_scalar('train/episode_length', np.mean(lengths), self.steps)
         self.writer.add_scalar('perf/env_steps_per_s', rate, self.steps)
         self.writer.add_scalar('train/updates', self.sac.num_updates, self.steps)
+        return returns
 
     @torch.no_grad()
     def evaluate(self, episodes: int) -> float:
@@ -391,6 +421,7 @@ class SACRunner:
         Under torchrun the returns are every rank's; rank 0 alone evaluates, on its own envs.
         """
         returns, lengths = self._episodes()
+        episodes, dropped = self._totals()
         evaluate = self.cfg.eval_episodes and self.ranks.is_main
         eval_return = self.evaluate(self.cfg.eval_episodes) if evaluate else None
         final = float(np.mean(returns)) if returns else None
@@ -400,7 +431,7 @@ class SACRunner:
             'algorithm': 'sac',
             'env': self.cfg.env,
             'env_steps': self.steps,
-            'episodes': self.episodes,
+            'episodes': episodes,
             'final_return': final,
             'return_window': len(returns),
             'episode_length': float(np.mean(lengths)) if lengths else None,
@@ -408,7 +439,7 @@ class SACRunner:
             'eval_episodes': self.cfg.eval_episodes,
             'updates': self.sac.num_updates,
             'skipped_updates': self.sac.num_skipped,
-            'dropped_env_steps': self.dropped_steps,
+            'dropped_env_steps': dropped,
             'alpha': float(self.sac.alpha),
             'checkpoint': self.checkpoint_path,
             'world_size': self.ranks.world_size,
@@ -637,11 +668,11 @@ def _train(args, ranks) -> int:
             torch.set_num_threads(cfg.threads or threads)
         try:
             runner = SACRunner(env, cfg, ranks)
-        except ValueError as error:
+            if args.resume:
+                runner.load(args.resume)
+        except ValueError as error:  # a setting or a checkpoint this run cannot take
             print(f'loco-train sac: {error}', file=sys.stderr)
             return 2
-        if args.resume:
-            runner.load(args.resume)
         summary = runner.learn()
     finally:
         torch.set_num_threads(threads)  # the caller's setting (tests share one process)
@@ -650,9 +681,9 @@ def _train(args, ranks) -> int:
     return 0
 
 
-def _median_after_first(values: list) -> float | None:
+def _median_after_first(values) -> float | None:
     """Median of values[1:] (None with fewer than two values)."""
-    return float(np.median(values[1:])) if len(values) > 1 else None
+    return float(np.median(list(values)[1:])) if len(values) > 1 else None
 
 
 def _json_safe(value):

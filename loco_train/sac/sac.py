@@ -271,9 +271,14 @@ class SAC:
         """Backpropagate, clip the gradient norm, step where ok and all is finite; (norm, ok)."""
         params = list(module.parameters()) if params is None else params
         optim.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.grad_sync is not None:  # gradient of the global batch's mean loss, on all ranks
+        if self.grad_sync is None:
+            loss.backward()
+        elif self._share > 0:  # gradient of the global batch's mean loss, on all ranks
+            loss.backward()
             ok = self.grad_sync(params, ok & torch.isfinite(loss), self._share)
+        else:  # none of the global batch is this rank's: it adds a zero gradient (no loss)
+            ok = self.grad_sync(params, ok, 0.0)
+            loss = torch.zeros((), device=self.device)
         if self.cfg.max_grad_norm is None:
             norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         else:
