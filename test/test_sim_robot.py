@@ -75,7 +75,8 @@ def test_stamps_on_the_physics_clock_and_reports_the_applied_command(request, tm
     probe.node.create_subscription(JointState, '/joint_states', states.append, 100)
     probe.node.create_subscription(JointState, '/joint_command/applied', applied.append, 100)
     pub = probe.node.create_publisher(JointState, '/joint_command', 10)
-    sim = start_node('sim_robot', [], ros_env(request.node.name), tmp_path / 'sim.log')
+    params = ['-p', 'publish_applied:=true']
+    sim = start_node('sim_robot', params, ros_env(request.node.name), tmp_path / 'sim.log')
     try:
         assert probe.spin_until(lambda: len(states) > 20, 20.0)
         assert not applied  # no command received yet: nothing taken in

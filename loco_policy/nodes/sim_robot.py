@@ -69,7 +69,8 @@ class SimRobot(Node):
         self.declare_parameter('actuator_file', '')  # actuator model YAML; '': PD in Python
         self.declare_parameter('actuator_delay', -1.0)  # s, >= 0 overrides the file's delay
         self.declare_parameter('fixed_base', False)  # base welded in the air (hanging robot)
-        self.declare_parameter('publish_applied', True)  # /joint_command/applied per tick
+        # /joint_command/applied per tick; always on with fixed_base (a robot being identified)
+        self.declare_parameter('publish_applied', False)
         # white noise (std) on the published joint positions (rad), velocities (rad/s) and
         # efforts (N m), as encoders and current sensing give; physics sees the true state
         self.declare_parameter('joint_noise', [0.0, 0.0, 0.0])
@@ -101,7 +102,7 @@ class SimRobot(Node):
         self.imu_pub = self.create_publisher(Imu, '/imu', 10)
         self.odom_pub = self.create_publisher(Odometry, '/odom', 10)
         self.applied_pub = None
-        if bool(get('publish_applied')):
+        if bool(get('publish_applied')) or bool(get('fixed_base')):
             self.applied_pub = self.create_publisher(JointState, APPLIED_TOPIC, 10)
         self.create_subscription(JointState, '/joint_command', self.on_command, 10)
         self.create_service(Trigger, '~/reset', self.on_reset)
