@@ -83,6 +83,21 @@ def _sac_state(path):
     return torch_load(path, map_location='cpu')['sac']
 
 
+def _resume_both_ways(tmp_path, command, args):
+    """Resume the 1-process run in tmp_path/one with args, as 1 process and as 2 ranks; return
+    the two summaries (each run in its own directory, tmp_path/one_resumed, two_resumed)."""
+    summaries = []
+    for name, argv in (
+        ('one_resumed', [sys.executable, '-m', 'loco_train.cli', command]),
+        ('two_resumed', _torchrun(2, command)),
+    ):
+        (tmp_path / name).mkdir()
+        start = tmp_path / name / 'start.pt'
+        start.write_bytes((tmp_path / 'one' / 'checkpoint.pt').read_bytes())
+        summaries.append(_summary(_run([*argv, *args, f'--resume={start}'])))
+    return summaries
+
+
 def _max_difference(a, b, parts=('actor', 'critic', 'target_critic', 'normalizer')):
     """Largest absolute difference over the networks and the normaliser of two states."""
     worst = 0.0
@@ -142,15 +157,8 @@ def test_two_ranks_equal_one_rank_after_one_update(tmp_path):
     assert float(a['normalizer']['count']) == float(b['normalizer']['count']) == 8 * 4
 
     # --resume loads on every rank: one more window from the 1-process checkpoint, both ways
-    for name, argv in (
-        ('one_resumed', [sys.executable, '-m', 'loco_train.cli', 'shac']),
-        ('two_resumed', _torchrun(2, 'shac')),
-    ):
-        (tmp_path / name).mkdir()
-        start = tmp_path / name / 'start.pt'
-        start.write_bytes((tmp_path / 'one' / 'checkpoint.pt').read_bytes())
-        done = _run([*argv, *SHAC_ARGS, '--iterations=2', f'--resume={start}'])
-        assert _summary(done)['iterations'] == 2
+    for summary in _resume_both_ways(tmp_path, 'shac', [*SHAC_ARGS, '--iterations=2']):
+        assert summary['iterations'] == 2
     c = _shac_state(tmp_path / 'one_resumed' / 'checkpoint.pt')
     d = _shac_state(tmp_path / 'two_resumed' / 'checkpoint.pt')
     assert c['iterations'] == d['iterations'] == 2
@@ -315,15 +323,8 @@ def test_sac_two_ranks_equal_one_rank(tmp_path):
     assert float(a['normalizer']['count']) == float(b['normalizer']['count']) == 32
     assert not (tmp_path / 'two' / 'replay-rank1.pt').exists()  # no replay saved unless asked
 
-    for name, argv in (
-        ('one_resumed', [sys.executable, '-m', 'loco_train.cli', 'sac']),
-        ('two_resumed', _torchrun(2, 'sac')),
-    ):
-        (tmp_path / name).mkdir()
-        start = tmp_path / name / 'start.pt'
-        start.write_bytes((tmp_path / 'one' / 'checkpoint.pt').read_bytes())
-        done = _run([*argv, *SAC_ARGS, '--total-steps=48', f'--resume={start}'])
-        assert _summary(done)['env_steps'] == 48
+    for summary in _resume_both_ways(tmp_path, 'sac', [*SAC_ARGS, '--total-steps=48']):
+        assert summary['env_steps'] == 48
     c = _sac_state(tmp_path / 'one_resumed' / 'checkpoint.pt')
     d = _sac_state(tmp_path / 'two_resumed' / 'checkpoint.pt')
     assert c['num_updates'] == d['num_updates'] == 8

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -57,6 +58,18 @@ class Ranks:
         count = total // self.world_size
         return self.rank * count, count
 
+    def population(self, env, total):
+        """make_env arguments of this rank's rows of one population of total environments.
+
+        {} with one rank; several ranks need --env anymal, which steps a population's rows.
+        """
+        if not self.enabled:
+            return {}
+        if env != 'anymal':
+            raise ValueError(f'data-parallel training needs --env anymal, not {env}')
+        offset, _ = self.shard(total)
+        return {'env_offset': offset, 'population': total}
+
 
 def ranks_from_environment(environ=None):
     """Ranks as torchrun describes them in WORLD_SIZE, RANK, LOCAL_RANK (one rank without)."""
@@ -72,6 +85,16 @@ def ranks_from_environment(environ=None):
     if ranks.world_size < 1 or not 0 <= ranks.rank < ranks.world_size:
         raise ValueError(f'rank {ranks.rank} of world size {ranks.world_size} is not valid')
     return ranks
+
+
+def median_after_first(values):
+    """Median of values[1:] (None with fewer than two values).
+
+    A per-iteration time without the first (kernel loading, allocator warm-up), as the runners
+    report it for the scaling bench.
+    """
+    values = list(values)
+    return float(np.median(values[1:])) if len(values) > 1 else None
 
 
 def timeout_s():

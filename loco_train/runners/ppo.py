@@ -190,15 +190,12 @@ def _train(args, ranks):
     torch.manual_seed(cfg.seed + ranks.rank)  # rank 0's weights are broadcast at the start
     np.random.seed(cfg.seed + ranks.rank)
     try:
-        offset, count = ranks.shard(cfg.num_envs)
+        _, count = ranks.shard(cfg.num_envs)
         extra = env_overrides(args)
         if extra.get('observation', 'velocity') != 'velocity':  # rsl-rl's checkpoints and
             # run.json carry no layout for the exporter
             raise ValueError('--observation gait_clock trains with loco-train shac or sac')
-        if ranks.enabled:
-            if cfg.env != 'anymal':
-                raise ValueError(f'data-parallel training needs --env anymal, not {cfg.env}')
-            extra |= {'env_offset': offset, 'population': cfg.num_envs}
+        extra |= ranks.population(cfg.env, cfg.num_envs)
         env = make_env(cfg.env, count, cfg.device, cfg.seed, **extra)
     except ValueError as error:  # unknown or missing environment, bad split: say so, exit 2
         print(f'loco-train ppo: {error}', file=sys.stderr)

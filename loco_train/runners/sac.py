@@ -444,8 +444,8 @@ class SACRunner:
             'checkpoint': self.checkpoint_path,
             'world_size': self.ranks.world_size,
             # Median over the vector steps that ran updates, after the first (s): rank 0's.
-            'step_s': _median_after_first(self.step_seconds),
-            'step_cpu_s': _median_after_first(self.step_cpu_seconds),
+            'step_s': distributed.median_after_first(self.step_seconds),
+            'step_cpu_s': distributed.median_after_first(self.step_cpu_seconds),
         }
 
 
@@ -652,11 +652,8 @@ def _train(args, ranks) -> int:
     np.random.seed(cfg.seed + ranks.rank)
     try:
         extra = env_overrides(args)
-        offset, count = ranks.shard(cfg.num_envs)
-        if ranks.enabled:
-            if cfg.env != 'anymal':
-                raise ValueError(f'data-parallel training needs --env anymal, not {cfg.env}')
-            extra |= {'env_offset': offset, 'population': cfg.num_envs}
+        _, count = ranks.shard(cfg.num_envs)
+        extra |= ranks.population(cfg.env, cfg.num_envs)
         env = make_env(cfg.env, count, cfg.device, cfg.seed, **extra)
     except ValueError as error:  # unknown or missing environment, bad split: say so, exit 2
         print(f'loco-train sac: {error}', file=sys.stderr)
@@ -679,11 +676,6 @@ def _train(args, ranks) -> int:
         env.close()
     distributed.main_print(json.dumps({k: _json_safe(v) for k, v in summary.items()}), flush=True)
     return 0
-
-
-def _median_after_first(values) -> float | None:
-    """Median of values[1:] (None with fewer than two values)."""
-    return float(np.median(list(values)[1:])) if len(values) > 1 else None
 
 
 def _json_safe(value):

@@ -296,15 +296,10 @@ class ShacRunner:
             'world_size': self.ranks.world_size,
             'num_envs': self.cfg.num_envs,
             # median wall time of this invocation's iterations after its first (Warp's first
-            # launches and allocator warm-up), None with fewer than two
-            'iteration_s': _median_after_first(self.iteration_seconds),
-            'iteration_cpu_s': _median_after_first(self.iteration_cpu_seconds),  # rank 0's
+            # launches and allocator warm-up), None with fewer than two; rank 0's
+            'iteration_s': distributed.median_after_first(self.iteration_seconds),
+            'iteration_cpu_s': distributed.median_after_first(self.iteration_cpu_seconds),
         }
-
-
-def _median_after_first(values):
-    """Median of values[1:] (None with fewer than two values)."""
-    return float(np.median(values[1:])) if len(values) > 1 else None
 
 
 OPTIONS = {
@@ -402,13 +397,9 @@ def _train(args, ranks):
         return 2
     if args.resume and not cfg.log_dir:
         cfg.log_dir = os.path.dirname(os.path.abspath(args.resume))
-    population = {}
     try:
-        offset, count = ranks.shard(cfg.num_envs)
-        if ranks.enabled:
-            if cfg.env != 'anymal':
-                raise ValueError(f'data-parallel training needs --env anymal, not {cfg.env}')
-            population = {'env_offset': offset, 'population': cfg.num_envs}
+        _, count = ranks.shard(cfg.num_envs)
+        population = ranks.population(cfg.env, cfg.num_envs)
         torch.manual_seed(cfg.seed)  # the networks start alike on every rank
         np.random.seed(cfg.seed + ranks.rank)
         env = make_env(
