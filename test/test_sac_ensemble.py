@@ -1,9 +1,10 @@
 """The critic ensemble's one batched pass equals N separate Q-networks with the same weights."""
 
+import pytest
 import torch
 from torch import nn
 
-from loco_train.sac.critic import EnsembleLinear, QEnsemble
+from loco_train.sac.critic import EnsembleLayerNorm, EnsembleLinear, QEnsemble
 
 OBS, ACT, B, N = 5, 2, 64, 3
 
@@ -20,15 +21,30 @@ def separate_networks(ensemble: QEnsemble) -> list[nn.Sequential]:
                     linear.weight.copy_(layer.weight[i].T)  # (out, in)
                     linear.bias.copy_(layer.bias[i, 0])
                 layers.append(linear)
+            elif isinstance(layer, EnsembleLayerNorm):
+                norm = nn.LayerNorm(layer.weight.shape[-1], eps=layer.eps)
+                with torch.no_grad():
+                    norm.weight.copy_(layer.weight[i, 0])
+                    norm.bias.copy_(layer.bias[i, 0])
+                layers.append(norm)
             else:
                 layers.append(type(layer)())
         nets.append(nn.Sequential(*layers))
     return nets
 
 
-def test_batched_ensemble_gives_the_same_values_losses_and_gradients():
+@pytest.mark.parametrize('layer_norm', [False, True])
+def test_batched_ensemble_gives_the_same_values_losses_and_gradients(layer_norm):
     torch.manual_seed(0)
-    ensemble = QEnsemble(OBS, ACT, num_critics=N, hidden=(32, 16), activation='elu')
+    ensemble = QEnsemble(
+        OBS, ACT, num_critics=N, hidden=(32, 16), activation='elu', layer_norm=layer_norm
+    )
+    if layer_norm:  # members with gains and biases of their own, not the identity
+        with torch.no_grad():
+            for layer in ensemble.net:
+                if isinstance(layer, EnsembleLayerNorm):
+                    layer.weight.uniform_(0.5, 1.5)
+                    layer.bias.uniform_(-0.5, 0.5)
     nets = separate_networks(ensemble)
     obs, action, target = torch.randn(B, OBS), torch.randn(B, ACT), torch.randn(B)
 
@@ -48,6 +64,13 @@ def test_batched_ensemble_gives_the_same_values_losses_and_gradients():
         for i, net in enumerate(nets):
             reference = [m for m in net if isinstance(m, nn.Linear)][depth]
             torch.testing.assert_close(layer.weight.grad[i], reference.weight.grad.T)
+            torch.testing.assert_close(layer.bias.grad[i, 0], reference.bias.grad)
+    norms = [layer for layer in ensemble.net if isinstance(layer, EnsembleLayerNorm)]
+    assert len(norms) == (2 if layer_norm else 0)
+    for depth, layer in enumerate(norms):
+        for i, net in enumerate(nets):
+            reference = [m for m in net if isinstance(m, nn.LayerNorm)][depth]
+            torch.testing.assert_close(layer.weight.grad[i, 0], reference.weight.grad)
             torch.testing.assert_close(layer.bias.grad[i, 0], reference.bias.grad)
     assert ensemble.min_q(obs, action).shape == (B,)
     torch.testing.assert_close(ensemble.min_q(obs, action), q_each.min(dim=0).values)

@@ -604,6 +604,13 @@ def add_arguments(parser) -> None:
         '(default: the preset; off without one)',
     )
     parser.add_argument(
+        '--critic-layer-norm',
+        type=int,
+        choices=(0, 1),
+        default=None,
+        help='1: layer normalisation before each hidden activation of the critics (default 0)',
+    )
+    parser.add_argument(
         '--compile', action='store_true', help='torch.compile the critic and actor losses'
     )
     add_override_argument(parser)
@@ -630,6 +637,8 @@ def config_from_args(args) -> RunnerConfig:
         cfg.sac.compile = True
     if getattr(args, 'overlap', None) is not None:
         cfg.overlap = bool(args.overlap)
+    if getattr(args, 'critic_layer_norm', None) is not None:
+        cfg.sac.critic_layer_norm = bool(args.critic_layer_norm)
     if getattr(args, 'hidden', None):
         cfg.sac.actor_hidden = cfg.sac.critic_hidden = tuple(args.hidden)
     return cfg

@@ -12,6 +12,7 @@ import math
 
 import torch
 from torch import nn
+import torch.nn.functional as F
 
 from loco_train.sac.mlp import ACTIVATIONS
 
@@ -37,6 +38,20 @@ class EnsembleLinear(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
 
+class EnsembleLayerNorm(nn.Module):
+    """Layer normalisation over the features with a gain and bias per member: (N, B, F)."""
+
+    def __init__(self, num_members: int, features: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(num_members, 1, features))
+        self.bias = nn.Parameter(torch.zeros(num_members, 1, features))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise each row of x (N, B, F) to zero mean and unit variance, then scale, shift."""
+        return torch.addcmul(self.bias, F.layer_norm(x, x.shape[-1:], eps=self.eps), self.weight)
+
+
 class QEnsemble(nn.Module):
     """Q_theta_i(s, a) for i = 1..N: N MLPs on [s, a] with independent weights."""
 
@@ -47,14 +62,20 @@ class QEnsemble(nn.Module):
         num_critics: int = 2,
         hidden: tuple[int, ...] = (256, 256),
         activation: str = 'relu',
+        layer_norm: bool = False,
     ):
+        """layer_norm: normalise each hidden layer's pre-activations (as SBX and CrossQ-style
+        critics do), which keeps Q-values bounded at high update-to-data ratios."""
         super().__init__()
         if num_critics < 1:
             raise ValueError('the ensemble needs at least one critic')
         self.num_critics = num_critics
         layers, width = [], obs_dim + action_dim
         for size in hidden:
-            layers += [EnsembleLinear(num_critics, width, size), ACTIVATIONS[activation]()]
+            layers.append(EnsembleLinear(num_critics, width, size))
+            if layer_norm:
+                layers.append(EnsembleLayerNorm(num_critics, size))
+            layers.append(ACTIVATIONS[activation]())
             width = size
         layers.append(EnsembleLinear(num_critics, width, 1))
         self.net = nn.Sequential(*layers)

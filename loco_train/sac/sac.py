@@ -26,6 +26,8 @@ class SACConfig:
     """Hidden layer widths of each critic MLP."""
     activation: str = 'relu'
     """Hidden activation of actor and critics: relu, elu, tanh or silu."""
+    critic_layer_norm: bool = False
+    """Layer normalisation before each hidden activation of the critics."""
     num_critics: int = 2
     """N, the number of Q-networks in the ensemble; targets take the minimum over them."""
     gamma: float = 0.99
@@ -133,7 +135,12 @@ class SAC:
         self.actor = SquashedGaussianActor(**self.actor_kwargs).to(self.device)
         d = self.actor.action_dim
         self.critic = QEnsemble(
-            obs_dim, d, config.num_critics, tuple(config.critic_hidden), config.activation
+            obs_dim,
+            d,
+            config.num_critics,
+            tuple(config.critic_hidden),
+            config.activation,
+            config.critic_layer_norm,
         ).to(self.device)
         self.critic_target = make_target(self.critic)
         self.log_alpha = torch.tensor(
