@@ -64,8 +64,11 @@ class QEnsemble(nn.Module):
         activation: str = 'relu',
         layer_norm: bool = False,
     ):
-        """layer_norm: normalise each hidden layer's pre-activations (as SBX and CrossQ-style
-        critics do), which keeps Q-values bounded at high update-to-data ratios."""
+        """N MLPs of the given hidden sizes on [s, a].
+
+        layer_norm: normalise each hidden layer's pre-activations (as SBX's critics do), which
+        keeps Q-values bounded at high update-to-data ratios.
+        """
         super().__init__()
         if num_critics < 1:
             raise ValueError('the ensemble needs at least one critic')
