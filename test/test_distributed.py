@@ -323,8 +323,9 @@ def test_sac_two_ranks_equal_one_rank(tmp_path):
     assert float(a['normalizer']['count']) == float(b['normalizer']['count']) == 32
     assert not (tmp_path / 'two' / 'replay-rank1.pt').exists()  # no replay saved unless asked
 
-    for summary in _resume_both_ways(tmp_path, 'sac', [*SAC_ARGS, '--total-steps=48']):
-        assert summary['env_steps'] == 48
+    # Resumed without replay files: 2 vector steps refill learning_starts, then 2 x 2 updates.
+    for summary in _resume_both_ways(tmp_path, 'sac', [*SAC_ARGS, '--total-steps=64']):
+        assert summary['env_steps'] == 64
     c = _sac_state(tmp_path / 'one_resumed' / 'checkpoint.pt')
     d = _sac_state(tmp_path / 'two_resumed' / 'checkpoint.pt')
     assert c['num_updates'] == d['num_updates'] == 8

@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -97,6 +98,9 @@ def test_smoke_run_checkpoint_and_resume(tmp_path):
     assert os.path.exists(tmp_path / 'replay.pt')
     assert any(name.startswith('events.out.tfevents') for name in os.listdir(tmp_path))
 
+    bare = tmp_path / 'bare'  # the first checkpoint alone, as committed without its replay
+    bare.mkdir()
+    shutil.copy(first['checkpoint'], bare / 'checkpoint.pt')
     status, second = run_cli('--total-steps', '600', '--resume', first['checkpoint'], *common)
     assert status == 0
     assert second['env_steps'] == 600 and second['updates'] == 100  # continued, not restarted
@@ -107,6 +111,15 @@ def test_smoke_run_checkpoint_and_resume(tmp_path):
     assert not torch.equal(
         resumed['sac']['actor']['head.weight'], checkpoint['sac']['actor']['head.weight']
     )
+
+    # Without the replay file the buffer refills learning_starts (200) transitions first:
+    # steps 400-600 add no update, 600-700 add 100 x 0.25.
+    resume_bare = ['--resume', str(bare / 'checkpoint.pt'), '--log-dir', str(bare)]
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        status, third = run_cli('--total-steps', '700', *common, *resume_bare)
+    assert status == 0 and third['env_steps'] == 700 and third['updates'] == 75
+    assert 'no replay file' in stderr.getvalue()
 
 
 @pytest.mark.slow

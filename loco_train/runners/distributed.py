@@ -146,10 +146,29 @@ def active():
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
+def comm_device() -> torch.device:
+    """The device the process group communicates from: this rank's GPU under NCCL, else CPU."""
+    if dist.get_backend() == 'nccl':
+        return torch.device('cuda', torch.cuda.current_device())
+    return torch.device('cpu')
+
+
+def _all_reduce_(tensor, op):
+    """all_reduce in place, staging through comm_device() (NCCL takes no CPU tensors)."""
+    device = comm_device()
+    if tensor.device == device:
+        dist.all_reduce(tensor, op=op)
+    else:
+        staged = tensor.to(device)
+        dist.all_reduce(staged, op=op)
+        tensor.copy_(staged)
+    return tensor
+
+
 def all_reduce_sum_(tensor):
     """Sum tensor over ranks in place and return it (unchanged with one rank)."""
     if active():
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        _all_reduce_(tensor, dist.ReduceOp.SUM)
     return tensor
 
 
@@ -157,7 +176,7 @@ def all_true(flag):
     """True when flag (a bool or 0-d tensor) is true on every rank."""
     value = torch.tensor(1.0 if bool(flag) else 0.0, dtype=torch.float64)
     if active():
-        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+        _all_reduce_(value, dist.ReduceOp.MIN)
     return bool(value > 0.5)
 
 
@@ -241,7 +260,7 @@ def mean_metrics(metrics):
         return dict(metrics)
     keys = sorted(metrics)
     values = torch.tensor([float(metrics[k]) for k in keys], dtype=torch.float64)
-    dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    _all_reduce_(values, dist.ReduceOp.SUM)
     values /= dist.get_world_size()
     return dict(zip(keys, values.tolist()))
 

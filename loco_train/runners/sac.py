@@ -126,6 +126,10 @@ class SACRunner:
             )
         )
         self.steps = 0  # transitions collected
+        # Transitions collected before the buffer's oldest stored one: 0 in a fresh run, the
+        # checkpoint's steps when a resume finds no replay file (the buffer refills to
+        # learning_starts before updates go on).
+        self.refill_offset = 0
         self.update_credit = 0.0  # updates owed: utd_ratio per transition, fractions carried
         self.recent_returns = deque(maxlen=config.return_window)
         self.recent_lengths = deque(maxlen=config.return_window)  # in env steps
@@ -212,11 +216,19 @@ class SACRunner:
         if 'learner_rng' in state:
             self.learner_rng.set_state(state['learner_rng'].cpu())
         replay = self._replay_path(os.path.dirname(os.path.abspath(path)))
-        if distributed.all_true(os.path.exists(replay)):
+        loaded = distributed.all_true(os.path.exists(replay))
+        if loaded:
             self.buffer.load(replay)
             sizes = distributed.gather_lists([self.buffer.size])
             if len(set(sizes)) > 1:
                 raise ValueError(f"the ranks' replay files hold {sizes} steps: they must agree")
+        self.refill_offset = max(self.steps - self.buffer.size * self.num_envs, 0)
+        if not loaded and self.steps and self.ranks.is_main:
+            print(
+                f'loco-train sac: no replay file beside {path}; collecting '
+                f'{self.cfg.learning_starts} transitions before the next update',
+                file=sys.stderr,
+            )
 
     # -- training ------------------------------------------------------------------------------
 
@@ -241,8 +253,13 @@ class SACRunner:
         return self.sac.act(obs, eps=self._own_rows(eps).to(self.cfg.device))
 
     def _updates_owed(self, new_steps: int) -> int:
-        """Add utd_ratio per transition past learning_starts; return the whole updates owed."""
-        fresh = self.steps + new_steps - max(self.steps, self.cfg.learning_starts)
+        """Add utd_ratio per transition past learning_starts; return the whole updates owed.
+
+        learning_starts counts the transitions since the buffer began (after a resume without
+        the replay file, since the resume), so that no update samples a nearly empty buffer.
+        """
+        stored = self.steps - self.refill_offset
+        fresh = stored + new_steps - max(stored, self.cfg.learning_starts)
         if fresh <= 0:
             return 0
         self.update_credit += self.cfg.sac.utd_ratio * fresh
