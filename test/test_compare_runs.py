@@ -34,6 +34,33 @@ def write_runs(tmp_path):
     return ppo, shac
 
 
+def test_several_sac_runs_with_labels_and_a_tracking_panel(tmp_path, capsys):
+    ppo, _ = write_runs(tmp_path)
+    writer = SummaryWriter(str(ppo))
+    for it in range(100):
+        writer.add_scalar('/reward/lin_vel_tracking', 0.001 * it, it)
+    writer.close()
+    slow = tmp_path / 'slow'
+    writer = SummaryWriter(str(slow))
+    for steps in range(1000, 200_001, 1000):  # reaches 9 at 180,000
+        writer.add_scalar('train/episode_return', 10.0 * steps / 200_000, steps)
+        writer.add_scalar('perf/env_steps_per_s', 250.0, steps)
+        writer.add_scalar('reward/lin_vel_tracking', 0.02 * steps / 200_000, steps)
+    writer.close()
+    png = tmp_path / 'many.png'
+    argv = ['compare', '--ppo', str(ppo), '--sac', f'fast={tmp_path / "sac"}']
+    argv += ['--sac', f'slow={slow}', '--plot', str(png)]
+    assert cli.main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary['sac_env_steps_to_threshold'] == pytest.approx(45_000)  # the first run
+    fast, slow_run = summary['sac_runs']
+    assert (fast['label'], slow_run['label']) == ('fast', 'slow')
+    assert slow_run['env_steps_to_threshold'] == pytest.approx(180_000)
+    assert slow_run['ppo_over_sac_steps'] == pytest.approx(73_000 / 180_000)
+    assert slow_run['s_per_1000_steps'] == pytest.approx(4.0)
+    assert png.stat().st_size > 10_000
+
+
 def test_steps_to_ninety_percent_ratio_and_plot(tmp_path, capsys):
     ppo, shac = write_runs(tmp_path)
     png = tmp_path / 'cmp.png'
