@@ -226,3 +226,21 @@ def test_env_options_are_refused_for_a_gymnasium_env():
 
     with pytest.raises(ValueError, match='anymal environment only'):
         make_env('gymnasium:Pendulum-v1', 1, reward_overrides=['torque=0'])
+
+
+def test_actor_metrics_are_averaged_over_the_actor_updates():
+    """With a delayed actor the logged entropy is the mean of the actor updates' entropies."""
+    from test.test_sac_sac import make_batch, make_sac
+
+    sac = make_sac(actor_update_interval=2)
+    sums, entropies = {}, []
+    for i in range(4):
+        metrics = sac.update(make_batch(seed=i))
+        if 'policy/entropy' in metrics:
+            entropies.append(float(metrics['policy/entropy']))
+        for key, value in metrics.items():
+            sums[key] = sums[key] + value if key in sums else value
+    means = SACRunner._mean_metrics(sums, 4)
+    assert len(entropies) == 2 and 'actor_updates' not in means
+    assert means['policy/entropy'] == pytest.approx(sum(entropies) / 2, rel=1e-5)
+    assert means['skipped'] == 0.0

@@ -371,9 +371,16 @@ class SACRunner:
         self.save()
         return self.summary()
 
-    @staticmethod
-    def _mean_metrics(sums: dict, count: int) -> dict:
-        """Average summed update metrics over the updates that were not skipped (one read)."""
+    ACTOR_METRICS = ('loss/actor', 'loss/alpha', 'policy/entropy', 'grad_norm/actor')
+    """Metrics SAC.update reports only on the calls that step the actor."""
+
+    @classmethod
+    def _mean_metrics(cls, sums: dict, count: int) -> dict:
+        """Average summed update metrics over the updates that took them (one device read).
+
+        Critic metrics over the updates not skipped, the actor's over the actor updates (one in
+        actor_update_interval), 'skipped' and alpha over every call.
+        """
         if not sums:
             return {}
         keys = list(sums)
@@ -381,7 +388,14 @@ class SACRunner:
         totals = dict(zip(keys, values))
         skipped = totals.get('skipped', 0.0)
         taken = max(count - skipped, 1.0)
-        return {k: v / (count if k in ('skipped', 'alpha') else taken) for k, v in totals.items()}
+        actor_taken = max(totals.pop('actor_updates', taken), 1.0)
+
+        def mean(key, value):
+            if key in ('skipped', 'alpha'):
+                return value / count
+            return value / (actor_taken if key in cls.ACTOR_METRICS else taken)
+
+        return {k: mean(k, v) for k, v in totals.items()}
 
     def _totals(self) -> tuple[int, int]:
         """Episodes ended and env steps dropped, over all ranks (a collective under torchrun)."""

@@ -200,7 +200,9 @@ class SAC:
         Never waits for the device: the metrics are 0-d tensors, to be read at log intervals.
         A batch with NaN/inf data, a non-finite loss or a non-finite gradient leaves weights,
         targets and optimiser moments as they were; then metrics['skipped'] is 1 and the other
-        metrics are 0. generator: the noise of a~ and a (None: torch's global one).
+        metrics are 0. The actor's metrics (and 'actor_updates', 1) come only from the calls
+        that update the actor (every actor_update_interval-th). generator: the noise of a~ and
+        a (None: torch's global one).
         """
         batch = batch.to(self.device)
         alpha = self.alpha
@@ -272,6 +274,7 @@ class SAC:
             'loss/alpha': J_alpha.detach(),
             'policy/entropy': -log_pi.detach().mean(),
             'grad_norm/actor': actor_norm,
+            'actor_updates': torch.ones((), device=self.device),  # 0 where skipped
         }
 
     def _step(self, optim, module: nn.Module | None, loss, ok, params=None):
