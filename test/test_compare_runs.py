@@ -56,7 +56,7 @@ def test_several_sac_runs_with_labels_and_a_tracking_panel(tmp_path, capsys):
     fast, slow_run = summary['sac_runs']
     assert (fast['label'], slow_run['label']) == ('fast', 'slow')
     assert slow_run['env_steps_to_threshold'] == pytest.approx(180_000)
-    assert slow_run['ppo_over_sac_steps'] == pytest.approx(73_000 / 180_000)
+    assert slow_run['ppo_over_steps'] == pytest.approx(73_000 / 180_000)
     assert slow_run['s_per_1000_steps'] == pytest.approx(4.0)
     assert png.stat().st_size > 10_000
 

@@ -127,29 +127,33 @@ def compare(shac, ppo, fraction=0.9, sac=None, more_sac=()):
         'ppo_env_steps': float(ppo[0][-1]),
         'ppo_s_per_iteration': ppo[2],
     }
-    for name, curve in (('shac', shac), ('sac', sac)):
-        if curve is None:
-            continue
+
+    def beside_ppo(curve):
+        """A run's figures against PPO's: steps to the threshold, their ratio, best, last."""
         steps = steps_to_reach(curve[0], curve[1], threshold)
-        summary.update({
-            f'{name}_env_steps_to_threshold': steps,
-            f'ppo_over_{name}_steps': (ppo_steps / steps) if ppo_steps and steps else None,
-            f'{name}_best_return': float(np.max(curve[1])),
-            f'ppo_return_at_{name}_steps': float(np.interp(curve[0][-1], ppo[0], ppo[1])),
-            f'{name}_env_steps': float(curve[0][-1]),
-        })  # fmt: skip
-    if more_sac:
-        summary['sac_runs'] = []
-        for label, curve in more_sac:
-            steps = steps_to_reach(curve[0], curve[1], threshold)
-            summary['sac_runs'].append({
-                'label': label,
-                'env_steps_to_threshold': steps,
-                'ppo_over_sac_steps': (ppo_steps / steps) if ppo_steps and steps else None,
-                'best_return': float(np.max(curve[1])),
-                'env_steps': float(curve[0][-1]),
-                's_per_1000_steps': curve[2],
+        return {
+            'env_steps_to_threshold': steps,
+            'ppo_over_steps': (ppo_steps / steps) if ppo_steps and steps else None,
+            'best_return': float(np.max(curve[1])),
+            'ppo_return_at_steps': float(np.interp(curve[0][-1], ppo[0], ppo[1])),
+            'env_steps': float(curve[0][-1]),
+        }
+
+    for name, curve in (('shac', shac), ('sac', sac)):
+        if curve is not None:
+            figures = beside_ppo(curve)
+            summary.update({
+                f'{name}_env_steps_to_threshold': figures['env_steps_to_threshold'],
+                f'ppo_over_{name}_steps': figures['ppo_over_steps'],
+                f'{name}_best_return': figures['best_return'],
+                f'ppo_return_at_{name}_steps': figures['ppo_return_at_steps'],
+                f'{name}_env_steps': figures['env_steps'],
             })  # fmt: skip
+    if more_sac:
+        summary['sac_runs'] = [
+            {'label': label, **beside_ppo(curve), 's_per_1000_steps': curve[2]}
+            for label, curve in more_sac
+        ]
     if shac is not None:
         summary['shac_s_per_iteration'] = shac[2]
     if sac is not None:
@@ -230,14 +234,14 @@ def run(args):
         print(f'loco-train compare: {error}', file=sys.stderr)
         return 2
     if args.plot:
+        names = [f'SAC {label}' if len(sacs) > 1 else 'SAC' for label, _ in sacs]
         labelled = [('SHAC', shac)] if shac is not None else []
-        labelled += [(f'SAC {label}' if len(sacs) > 1 else 'SAC', c) for label, c in sacs]
+        labelled += [(name, curve) for name, (_, curve) in zip(names, sacs)]
         per_iteration = ppo_steps_per_iteration(args.ppo, args.ppo_steps_per_iteration)
         tracking = [('PPO (rsl-rl-lib)', tracking_curve(args.ppo, 'ppo', per_iteration))]
         if shac is not None:
             tracking.append(('SHAC', tracking_curve(args.shac, 'shac')))
-        for (_, path), (name, _) in zip(sac_dirs, labelled[-len(sacs) :] if sacs else []):
-            tracking.append((name, tracking_curve(path, 'sac')))
+        tracking += [(n, tracking_curve(path, 'sac')) for n, (_, path) in zip(names, sac_dirs)]
         tracking = [(name, curve) for name, curve in tracking if curve is not None]
         plot(shac, ppo, summary, args.plot, sac, labelled, tracking if len(tracking) > 1 else ())
         summary['plot'] = os.path.abspath(args.plot)

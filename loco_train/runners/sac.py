@@ -371,11 +371,8 @@ class SACRunner:
         self.save()
         return self.summary()
 
-    ACTOR_METRICS = ('loss/actor', 'loss/alpha', 'policy/entropy', 'grad_norm/actor')
-    """Metrics SAC.update reports only on the calls that step the actor."""
-
-    @classmethod
-    def _mean_metrics(cls, sums: dict, count: int) -> dict:
+    @staticmethod
+    def _mean_metrics(sums: dict, count: int) -> dict:
         """Average summed update metrics over the updates that took them (one device read).
 
         Critic metrics over the updates not skipped, the actor's over the actor updates (one in
@@ -393,7 +390,7 @@ class SACRunner:
         def mean(key, value):
             if key in ('skipped', 'alpha'):
                 return value / count
-            return value / (actor_taken if key in cls.ACTOR_METRICS else taken)
+            return value / (actor_taken if key in SAC.ACTOR_METRICS else taken)
 
         return {k: mean(k, v) for k, v in totals.items()}
 

@@ -118,6 +118,9 @@ def compiled_or_eager(fn):
 class SAC:
     """Actor pi_phi, critics Q_theta_i with targets Q_thetabar_i, temperature alpha; update()."""
 
+    ACTOR_METRICS = ('loss/actor', 'loss/alpha', 'policy/entropy', 'grad_norm/actor')
+    """The metrics update() reports only on the calls that step the actor."""
+
     def __init__(self, obs_dim: int, action_bias, action_scale, config: SACConfig, device='cpu'):
         self.cfg, self.device = config, torch.device(device)
         self.normalizer = EmpiricalNormalizer(obs_dim).to(self.device)
