@@ -103,24 +103,41 @@ class Launcher:
                     pass
 
     def stop(self):
-        """SIGINT every node, then SIGTERM, then SIGKILL, each after GRACE seconds; exit codes."""
+        """SIGINT every node, then SIGTERM, then SIGKILL, each after GRACE seconds; exit codes.
+
+        Says how long each node took to exit and which signal it needed, so that a node that
+        hangs or crashes on the way out is named in the log.
+        """
+        started = time.monotonic()
+        took = {n: 0.0 for n, p in self.procs.items() if p.poll() is not None}  # s after stop
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             self._signal_all(sig)
             deadline = time.monotonic() + GRACE
-            while time.monotonic() < deadline and any(
-                p.poll() is None for p in self.procs.values()
-            ):
+            while self._note_exits(took, started) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if all(p.poll() is not None for p in self.procs.values()):
+            if not self._note_exits(took, started):
                 break
-            self.say('loco-launch', f'nodes still running after {sig.name}; escalating')
+            left = sorted(set(self.procs) - set(took))
+            self.say('loco-launch', f'still running after {sig.name}: {left}; escalating')
         for proc in self.procs.values():
             proc.wait()
+        self.say(
+            'loco-launch',
+            'exit times (s after the stop): '
+            + ', '.join(f'{n} {took.get(n, time.monotonic() - started):.2f}' for n in self.procs),
+        )
         # the nodes' groups may hold stragglers (children of nodes): end them too
         self._signal_groups(signal.SIGKILL)
         codes = {name: p.returncode for name, p in self.procs.items()}
         self.say('loco-launch', f'stopped: exit codes {codes}')
         return codes
+
+    def _note_exits(self, took, started):
+        """Add the nodes that have exited to took (name: s since started); True while any runs."""
+        for name, proc in self.procs.items():
+            if name not in took and proc.poll() is not None:
+                took[name] = time.monotonic() - started
+        return len(took) < len(self.procs)
 
     def _signal_groups(self, sig):
         """Send sig to every node's process group regardless of the leader's state."""

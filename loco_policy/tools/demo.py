@@ -339,7 +339,19 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say, ba
         reasons += [] if loop_ok else ['loop rate missed']
         reasons += [] if stack_code == 0 else ['a node did not stop cleanly (see launch.log)']
         say('FAILED: ' + '; '.join(reasons))
+        if stack_code != 0:
+            say(launch_log_tail(os.path.join(out, 'launch.log')))
     return code, result
+
+
+def launch_log_tail(path, lines=30):
+    """The last lines of the stack's log, to show why a node did not stop cleanly."""
+    try:
+        with open(path, errors='replace') as handle:
+            tail = handle.read().splitlines()[-lines:]
+    except OSError as error:
+        return f'({path} unreadable: {error})'
+    return '\n'.join([f'last {len(tail)} lines of {path}:'] + ['  ' + line for line in tail])
 
 
 def main(argv=None):
