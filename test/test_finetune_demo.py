@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 def test_a_short_finetune_demo_swaps_learned_policies_in_and_measures_them(request, tmp_path):
     out = tmp_path / 'demo'
     argv = [
-        sys.executable, '-m', 'loco_train.experiments.finetune_demo', '--minutes', '1.0',
+        sys.executable, '-m', 'loco_train.experiments.finetune_demo', '--minutes', '0.5',
         '--out', str(out), '--eval-seeds', '1', '--export-every', '150',
         '--set', 'warmup_updates=100', '--set', 'learning_starts=64',
     ]  # fmt: skip
