@@ -244,3 +244,28 @@ def test_actor_metrics_are_averaged_over_the_actor_updates():
     assert len(entropies) == 2 and 'actor_updates' not in means
     assert means['policy/entropy'] == pytest.approx(sum(entropies) / 2, rel=1e-5)
     assert means['skipped'] == 0.0
+
+
+def test_the_anymal_preset_is_the_walking_recipe_and_a_reward_flag_wins():
+    import argparse
+
+    from loco_train.envs import env_overrides
+    from loco_train.envs.rewards import parse_overrides
+    from loco_train.runners import sac as sac_runner
+
+    parser = argparse.ArgumentParser()
+    sac_runner.add_arguments(parser)
+    args = parser.parse_args(['--env', 'anymal'])
+    cfg = sac_runner.config_from_args(args)
+    assert cfg.num_envs == 512 and cfg.sac.n_step == 5 and cfg.sac.gamma == 0.97
+    assert cfg.sac.actor_hidden == (256, 128, 64) and cfg.sac.activation == 'silu'
+    assert cfg.sac.batch_size * cfg.sac.utd_ratio == 16  # replay ratio 16 per transition
+    extra = sac_runner.preset_env_options('anymal', env_overrides(args))
+    assert parse_overrides(extra['reward_overrides']) == {'feet_air_time': 0.125}
+    flagged = parser.parse_args(
+        ['--env', 'anymal', '--reward', 'feet_air_time=2', '--reward', 'torque=0']
+    )
+    extra = sac_runner.preset_env_options('anymal', env_overrides(flagged))
+    assert parse_overrides(extra['reward_overrides']) == {'feet_air_time': 2.0, 'torque': 0.0}
+    other = parser.parse_args(['--env', 'gymnasium:Hopper-v5'])
+    assert 'reward_overrides' not in sac_runner.preset_env_options(other.env, env_overrides(other))

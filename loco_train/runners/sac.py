@@ -567,24 +567,32 @@ PRESETS = {
         'sac.log_sigma_bounds': (-20.0, 2.0),
         'sac.max_grad_norm': None,
     },
-    # Starting point for the ANYmal task, untuned (the environment does not exist yet): many
-    # environments, a larger network and a learning rate about 10x below PPO's (paper, Sec. 5).
+    # ANYmal velocity tracking: RSL-RL-SAC's flat-terrain settings scaled to one CPU core (512
+    # environments, [256, 128, 64] SiLU, n-step 5, gamma 0.97, tau 0.003, lr 2e-4 and 2e-5 for
+    # the temperature from alpha 1e-3, sigma0 0.15) on Sabatini et al.'s ANYmal reward (Table B5:
+    # the task's weights with feet air time 0.125). Walks after 10 M env steps, about 1 h 40 min
+    # on one core (docs/training.md#sac-on-anymal); 4 updates of 2048 per 512-env step.
     'anymal': {
-        'num_envs': 4096,
-        'learning_starts': 4096 * 8,
-        'replay_capacity': 4096 * 1000,
-        'sac.actor_hidden': (512, 256, 128),
-        'sac.critic_hidden': (512, 256, 128),
-        'sac.activation': 'elu',
-        'sac.actor_lr': 1e-4,
-        'sac.critic_lr': 1e-4,
-        'sac.alpha_lr': 1e-4,
-        'sac.batch_size': 4096,
-        'sac.utd_ratio': 1 / 256,
-        'sac.n_step': 3,
-        # Batches of 4096 keep two cores busy in the matmuls; the env steps beside them.
-        'threads': 0,
+        'num_envs': 512,
+        'learning_starts': 512 * 64,
+        'replay_capacity': 512 * 8000,
+        'sac.actor_hidden': (256, 128, 64),
+        'sac.critic_hidden': (256, 128, 64),
+        'sac.activation': 'silu',
+        'sac.actor_lr': 2e-4,
+        'sac.critic_lr': 2e-4,
+        'sac.alpha_lr': 2e-5,
+        'sac.init_alpha': 1e-3,
+        'sac.target_entropy': -2.0,
+        'sac.gamma': 0.97,
+        'sac.tau': 0.003,
+        'sac.n_step': 5,
+        'sac.sigma0': 0.15,
+        'sac.batch_size': 2048,
+        'sac.utd_ratio': 1 / 128,
+        'threads': 1,
         'overlap': True,
+        'env.reward': ('feet_air_time=0.125',),  # before any --reward given
     },
 }
 """Overrides of RunnerConfig/SACConfig defaults per --env ('gymnasium' for any gymnasium id
@@ -596,6 +604,15 @@ def preset_for(env: str) -> dict:
     if env in PRESETS:
         return PRESETS[env]
     return PRESETS['gymnasium'] if env.startswith('gymnasium:') else {}
+
+
+def preset_env_options(env: str, extra: dict) -> dict:
+    """make_env options with the preset's reward overrides first (a --reward of the same name
+    given on the command line comes later and wins)."""
+    rewards = preset_for(env).get('env.reward', ())
+    if rewards:
+        extra = {**extra, 'reward_overrides': [*rewards, *extra.get('reward_overrides', [])]}
+    return extra
 
 
 def set_option(cfg: RunnerConfig, attr: str, value) -> None:
@@ -655,7 +672,8 @@ def config_from_args(args) -> RunnerConfig:
     cfg = RunnerConfig(save_replay=args.save_replay, progress=not args.no_progress)
     env = args.env or cfg.env
     for attr, value in preset_for(env).items():
-        set_option(cfg, attr, value)
+        if not attr.startswith('env.'):  # environment options go to make_env (preset_env_options)
+            set_option(cfg, attr, value)
     if getattr(args, 'lr', None):  # all three, then --actor-lr etc. override it
         cfg.sac.actor_lr = cfg.sac.critic_lr = cfg.sac.alpha_lr = float(args.lr)
     for flag, attr in ARGUMENTS.items():
@@ -688,7 +706,7 @@ def _train(args, ranks) -> int:
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed + ranks.rank)
     try:
-        extra = env_overrides(args)
+        extra = preset_env_options(cfg.env, env_overrides(args))
         _, count = ranks.shard(cfg.num_envs)
         extra |= ranks.population(cfg.env, cfg.num_envs)
         env = make_env(cfg.env, count, cfg.device, cfg.seed, **extra)
