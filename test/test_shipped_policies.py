@@ -33,3 +33,21 @@ def test_a_shipped_policy_has_its_training_record_and_walks_in_mujoco(path):
     summary = evaluate(path, EvalConfig(sim='mujoco', seeds=1))
     assert summary['falls'] == 0, (algorithm, summary)
     assert summary['mean_lin_err'] < 0.25, (algorithm, summary)  # m/s over the schedule
+
+
+def test_the_sac_checkpoint_warm_starts_the_sidecar_on_the_shipped_sac_policy(tmp_path):
+    """sac_finetune's warm_start from the shipped SAC state: its first candidate acts as the file."""
+    import numpy as np
+
+    from loco_train.finetune.learner import FineTuner
+
+    tuner = FineTuner.from_checkpoint(
+        os.path.join(REPO, 'checkpoints', 'sac_anymal_paper', 'checkpoint.pt')
+    )
+    tuner.export(str(tmp_path / 'v1.onnx'))
+    shipped = OnnxPolicy(os.path.join(REPO, 'loco_policy', 'policies', 'anymal_c_walk_sac.onnx'))
+    candidate = OnnxPolicy(str(tmp_path / 'v1.onnx'))
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        obs = (0.5 * rng.standard_normal(48)).astype(np.float32)
+        np.testing.assert_allclose(candidate.act(obs), shipped.act(obs), atol=1e-5)
