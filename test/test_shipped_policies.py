@@ -36,7 +36,7 @@ def test_a_shipped_policy_has_its_training_record_and_walks_in_mujoco(path):
 
 
 def test_the_sac_checkpoint_warm_starts_the_sidecar_on_the_shipped_sac_policy(tmp_path):
-    """sac_finetune's warm_start from the shipped SAC state: its first candidate acts as the file."""
+    """sac_finetune warm-started from the shipped SAC state: its first candidate is the file."""
     import numpy as np
 
     from loco_train.finetune.learner import FineTuner

@@ -607,8 +607,7 @@ def preset_for(env: str) -> dict:
 
 
 def preset_env_options(env: str, extra: dict) -> dict:
-    """make_env options with the preset's reward overrides first (a --reward of the same name
-    given on the command line comes later and wins)."""
+    """make_env options with the preset's reward overrides first; a --reward flag wins."""
     rewards = preset_for(env).get('env.reward', ())
     if rewards:
         extra = {**extra, 'reward_overrides': [*rewards, *extra.get('reward_overrides', [])]}
