@@ -570,7 +570,7 @@ PRESETS = {
     # ANYmal velocity tracking: RSL-RL-SAC's flat-terrain settings scaled to one CPU core (512
     # environments, [256, 128, 64] SiLU, n-step 5, gamma 0.97, tau 0.003, lr 2e-4 and 2e-5 for
     # the temperature from alpha 1e-3, sigma0 0.15) on Sabatini et al.'s ANYmal reward (Table B5:
-    # the task's weights with feet air time 0.125). Walks after 10 M env steps, about 1 h 40 min
+    # the task's weights with feet air time 0.125). Walks at 10-11 M env steps, about 2 h
     # on one core (docs/training.md#sac-on-anymal); 4 updates of 2048 per 512-env step.
     'anymal': {
         'num_envs': 512,
