@@ -111,6 +111,9 @@ def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
         # from rclpy's signal handler), or Ctrl-C landing inside a C++ call that re-raised it
         # as another type (pybind11 turns it into TypeError), is fine; anything else is not
         racing = isinstance(error, (RCLError, RuntimeError)) and not rclpy.ok()
+        # Ctrl-C during a take's argument conversion: pybind11 re-raises it as this RuntimeError
+        # while the context may still be up (seen in sim_robot at the launcher's SIGINT)
+        racing = racing or 'Unable to convert call argument' in str(error)
         if not (racing or interrupted(error)):
             raise
     finally:
