@@ -6,14 +6,17 @@ import pytest
 from loco_policy.control.tick_schedule import grid_publish_time, TickSchedule
 
 
-def simulate(state_period, seconds=4.0, jitter=0.0, seed=0):
-    """Feed arrivals every state_period (+- jitter) s; return the tick times."""
+def simulate(state_period, seconds=4.0, jitter=0.0, seed=0, first_late=0.0):
+    """Feed arrivals every state_period (+- jitter) s; return the tick times.
+
+    first_late: s the first arrival comes after its grid time (a start-up burst).
+    """
     rng = np.random.default_rng(seed)
     schedule, ticks = TickSchedule(0.02), []
     for k in range(int(seconds / state_period)):
-        now = k * state_period + rng.uniform(-jitter, jitter)
+        now = k * state_period + rng.uniform(-jitter, jitter) + (first_late if k == 0 else 0.0)
         if schedule.on_state(now):
-            schedule.ticked(now)
+            schedule.ticked(now, now)
             ticks.append(now)
     return np.array(ticks)
 
@@ -30,6 +33,29 @@ def test_average_rate_is_50_hz_for_any_state_rate(rate):
 def test_divisible_rate_ticks_on_every_fourth_state_exactly():
     ticks = simulate(0.005, jitter=0.0005)
     assert np.allclose(np.diff(ticks[5:]), 0.02, atol=0.0011)
+
+
+@pytest.mark.parametrize('first_late', [0.0024, 0.0026, 0.004])
+def test_due_grid_settles_on_the_stream_after_a_late_first_state(first_late):
+    # A first tick on a late message puts the due grid near the middle between two states;
+    # held there, arrival noise of 0.3 ms picks the earlier or the later one (periods of 15 and
+    # 25 ms). Pulled towards the triggering arrivals it settles on the stream's phase.
+    ticks = simulate(0.005, seconds=20.0, jitter=0.0003, first_late=first_late)
+    settled = np.abs(np.diff(ticks[25:]) - 0.02)
+    assert settled.max() < 0.001, settled.max()
+    assert abs(1.0 / np.diff(ticks[25:]).mean() - 50.0) < 0.01
+
+
+def test_a_due_grid_without_the_pull_would_flip_between_states():
+    # the failure the pull removes: the same stream with fallback-style ticks (no state time)
+    rng = np.random.default_rng(0)
+    schedule, ticks = TickSchedule(0.02), []
+    for k in range(4000):
+        now = k * 0.005 + rng.uniform(-0.0003, 0.0003) + (0.0024 if k == 0 else 0.0)
+        if schedule.on_state(now):
+            schedule.ticked(now)
+            ticks.append(now)
+    assert np.abs(np.diff(ticks[25:]) - 0.02).max() > 0.004
 
 
 def test_fallback_ticks_only_when_states_stop():

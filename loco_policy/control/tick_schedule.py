@@ -4,12 +4,19 @@ Ticking on the arrival of /joint_states (as a robot's controller synchronised to
 estimator does) makes the command use a state that is fresh, not up to one state period old. The
 schedule keeps the 50 Hz average exactly when the state rate is not a multiple of it: each tick
 is due one control period after the previous due time, and the first state arriving within half
-a state period of that time triggers it. A fallback check (a timer restarted at every tick)
-ticks when states stop arriving, so the watchdog still sees them go stale. The simulated robot's
-publish grid (its driver clock, the other end of that timing) is here too. No ROS here.
+a state period of that time triggers it. The due grid is pulled a fraction of the way towards
+each triggering state's arrival, so it settles on the stream's own phase: a grid locked half a
+state period off (e.g. to a late first message at start-up) would pick the earlier or the later
+state by a fraction of a millisecond of noise, a period 5 ms long or short. A fallback check (a
+timer restarted at every tick) ticks when states stop arriving, so the watchdog still sees them
+go stale. The simulated robot's publish grid (its driver clock, the other end of that timing) is
+here too. No ROS here.
 """
 
 import math
+
+PHASE_GAIN = 0.2
+"""Share of a triggering state's offset from its due time moved into the next due time."""
 
 
 def grid_publish_time(awake, origin, period, lead):
@@ -51,10 +58,16 @@ class TickSchedule:
         """Fallback (timer) check at now (s): whether to tick because states stopped."""
         return self.last_tick is None or now - self.last_tick >= self.fallback
 
-    def ticked(self, now):
-        """Record a tick at now (s); the next one is due a period after this one was due."""
+    def ticked(self, now, state_time=None):
+        """Record a tick at now (s); the next one is due a period after this one was due.
+
+        state_time: arrival (s) of the /joint_states that triggered the tick (None: a timer or
+        fallback tick); the next due time moves PHASE_GAIN of its offset towards it.
+        """
         if self.next_due is None or abs(now - self.next_due) > self.period:
             self.next_due = now + self.period  # first tick, or resync after a gap
         else:
-            self.next_due += self.period
+            offset = 0.0 if state_time is None else state_time - self.next_due
+            half = 0.5 * (self.state_period or 0.0)  # bounded: one noisy arrival moves it little
+            self.next_due += self.period + PHASE_GAIN * min(max(offset, -half), half)
         self.last_tick = now

@@ -391,7 +391,7 @@ class PolicyNode(Node):
         start = time.perf_counter()
         self._ingest()
         swap_events = self.switch.at_tick(self.controller, time.monotonic())  # tick boundary
-        self.schedule.ticked(time.monotonic())
+        self.schedule.ticked(time.monotonic(), self.due)  # due: the state that triggered it
         if self.fallback_timer is not None:
             self.fallback_timer.reset()
         self.due = None
