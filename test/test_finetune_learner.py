@@ -118,7 +118,8 @@ def sac_run_checkpoint(tmp_path):
     from loco_train.sac.sac import SAC, SACConfig
 
     b, c = anymal_action_bounds()
-    sac = SAC(spec.OBS_DIM, b, c, SACConfig(actor_hidden=(64, 64), critic_hidden=(64, 64)))
+    config = SACConfig(actor_hidden=(64, 64), critic_hidden=(64, 64), gamma=0.97, n_step=5)
+    sac = SAC(spec.OBS_DIM, b, c, config)
     with torch.no_grad():
         sac.log_alpha.fill_(-3.0)
     replay = ReplayBuffer(400, 4, spec.OBS_DIM, spec.ACTION_DIM)
@@ -137,6 +138,8 @@ def sac_run_checkpoint(tmp_path):
 def test_a_sac_checkpoint_warm_start_brings_its_networks_temperature_and_prior(tmp_path):
     saved = sac_run_checkpoint(tmp_path)
     cfg = FinetuneConfig(batch_size=64, prior_decay_updates=100, learning_starts=8)
+    assert FineTuner.from_checkpoint(str(tmp_path / 'ck.pt'), cfg).actor_frozen  # critics refit
+    cfg.checkpoint_warmup_updates = 0
     tuner = FineTuner.from_checkpoint(
         str(tmp_path / 'ck.pt'), cfg, prior_replay=str(tmp_path / 'replay.pt')
     )
@@ -144,6 +147,7 @@ def test_a_sac_checkpoint_warm_start_brings_its_networks_temperature_and_prior(t
         assert torch.equal(a, b)
     assert float(tuner.sac.log_alpha.detach()) == -3.0 and not tuner.actor_frozen
     assert tuner.sac.actor_optim.param_groups[0]['lr'] == cfg.actor_lr
+    assert (tuner.cfg.gamma, tuner.cfg.n_step) == (saved.cfg.gamma, saved.cfg.n_step)
     assert tuner.prior_share() == 0.5
     tuner.add(fake_transitions(40))
     batch = tuner.sample()

@@ -7,8 +7,9 @@ weakens the drives), policy_node with behaviour noise, the recorder and sac_fine
 stands the robot up once the learner is up, walks it on a repeating command schedule, resets
 and restarts it after any fault, and logs /policy/status and sac_finetune's /diagnostics. After
 `--minutes` of robot data it stops the stack and evaluates, paired (same perturbed robot, same
-fixed schedule, same seeds, `loco-train eval`'s evaluate), the frozen policy against every
-candidate the robot accepted; and the last one against the frozen policy on the unperturbed
+fixed schedule, same seeds, `loco-train eval`'s evaluate), the frozen policy against the
+candidates the robot accepted (`--curve-points` of them, evenly spread, the last always); and
+the last one against the frozen policy on the unperturbed
 robot. Prints a table, writes finetune_curve.png (tracking error against minutes of robot data)
 and ends with one JSON line.
 
@@ -179,6 +180,14 @@ def candidate_list(policy_dir, accepted):
     return out
 
 
+def thin(candidates, points):
+    """At most `points` candidates, evenly spread over the list, the last one always kept."""
+    if points <= 0 or len(candidates) <= points:
+        return candidates
+    step = len(candidates) / points
+    return [candidates[min(len(candidates) - 1, round((i + 1) * step) - 1)] for i in range(points)]
+
+
 def plot(rows, path, goal_error):
     """Tracking error against minutes of robot data."""
     import matplotlib
@@ -217,6 +226,7 @@ def run(args):
     with open(key, 'wb') as handle:
         handle.write(os.urandom(32))
     store = os.path.join(out, 'store')
+    frozen_policy = os.path.abspath(args.policy) if args.policy else SHIPPED_POLICY
     perturbation = {'payload': args.payload, 'gain_scale': args.gain_scale}
     say(
         f'finetune demo: {args.minutes} min of robot data on sim_robot with {perturbation}; '
@@ -227,7 +237,7 @@ def run(args):
         f'bag:={os.path.join(out, "bag")}', 'finetune:=true', f'update_key:={key}',
         f'store:={store}', f'finetune_config:={write_config(out, args)}',
         f'payload:={args.payload}', f'gain_scale:={args.gain_scale}',
-        f'exploration:={args.exploration}',
+        f'exploration:={args.exploration}', f'policy:={frozen_policy}',
     ]  # fmt: skip
     import subprocess
 
@@ -260,14 +270,14 @@ def run(args):
         log.close()
     wall = time.monotonic() - started
     accepted = set(watch.versions[1:])  # the first is the policy the robot started with
-    candidates = candidate_list(os.path.join(out, 'policies'), accepted)
+    candidates = thin(candidate_list(os.path.join(out, 'policies'), accepted), args.curve_points)
     say(f'evaluating the frozen policy and {len(candidates)} accepted candidates, paired:')
-    rows = evaluate_candidates(out, SHIPPED_POLICY, candidates, args.eval_seeds, perturbation, say)
+    rows = evaluate_candidates(out, frozen_policy, candidates, args.eval_seeds, perturbation, say)
     frozen, final = rows[0], rows[-1]
     goal_error = frozen['tracking_error'] * (1.0 - GOAL)
     nominal = None
     if len(rows) > 1:
-        nominal = evaluate_candidates(out, SHIPPED_POLICY, [candidates[-1]], args.eval_seeds,
+        nominal = evaluate_candidates(out, frozen_policy, [candidates[-1]], args.eval_seeds,
                                       {'payload': 0.0, 'gain_scale': 1.0}, say)  # fmt: skip
     plot(rows, os.path.join(out, 'finetune_curve.png'), goal_error)
     reduction = 1.0 - final['tracking_error'] / frozen['tracking_error']
@@ -309,12 +319,19 @@ def main(argv=None):
     parser.add_argument(
         '--out', default='', help='output directory, new or empty (default runs/finetune_<time>)'
     )
+    parser.add_argument(
+        '--policy', default='', help='the policy the robot starts with and the frozen baseline '
+        '(default: the shipped SHAC file); warm-start sac_finetune to match with --set warm_start='
+    )  # fmt: skip
     parser.add_argument('--payload', type=float, default=2.0, help="kg on sim_robot's base")
     parser.add_argument('--gain-scale', type=float, default=1.0, help='kp, kd multiplier')
     parser.add_argument(
         '--exploration', type=float, default=0.05, help="policy_node's exploration_std"
     )
     parser.add_argument('--eval-seeds', type=int, default=5, help='evaluation episodes')
+    parser.add_argument(
+        '--curve-points', type=int, default=12, help='accepted candidates evaluated (0: all)'
+    )
     parser.add_argument('--export-every', type=int, default=3750, help='updates per candidate')
     parser.add_argument('--learner-cpu', default='', help="sac_finetune's CPU ids, e.g. '1'")
     parser.add_argument(

@@ -12,13 +12,15 @@ Warm starts:
   onnxruntime on held-out observations); the critics start fresh and are fitted for
   `warmup_updates` with the actor frozen before it moves.
 - from_checkpoint: a `loco-train sac` checkpoint.pt (actor, critics, temperature, normaliser,
-  optimisers), optionally with its simulation replay (replay.pt) as prior data.
+  optimisers), optionally with its simulation replay (replay.pt) as prior data; the critics
+  refit to the robot's reward for `checkpoint_warmup_updates` with the actor frozen.
 
 The observation normaliser stays as warm-started: its statistics are baked into every exported
 policy, and moving them would change the robot's actions without a gradient step.
 """
 
 import copy
+import dataclasses
 from dataclasses import asdict, dataclass
 import io
 import math
@@ -68,15 +70,20 @@ class FinetuneConfig:
     batch_size: int = 256
     """Transitions per update (robot and prior together)."""
     n_step: int = 3
-    """n of the n-step return; windows stop at episode ends, gaps and segment ends."""
+    """n of the n-step return; windows stop at episode ends, gaps and segment ends. A SAC
+    checkpoint warm start keeps its run's n and gamma, which its critics' values are made of."""
     gamma: float = 0.99
-    """Discount factor."""
+    """Discount factor (of fresh critics; see n_step)."""
     critic_hidden: tuple[int, ...] = (256, 256)
     """Hidden widths of fresh critics (ONNX warm start)."""
     num_critics: int = 2
     """Q-networks in the ensemble of fresh critics."""
     warmup_updates: int = 2000
     """Critic updates with the actor frozen after an ONNX warm start (0: none)."""
+    checkpoint_warmup_updates: int = 10000
+    """Critic updates with the actor frozen after a SAC checkpoint warm start (0: none): its
+    critics learned the simulator's whole reward, the robot's leaves out what it cannot measure,
+    and an actor that follows them before they refit walks worse within minutes."""
     prior_share: float = 0.5
     """Share of each batch drawn from the prior (simulation) replay at the start."""
     prior_decay_updates: int = 15000
@@ -192,7 +199,9 @@ class FineTuner:
             config.critic_lr,
             config.alpha_lr,
         )
-        cfg.batch_size, cfg.n_step, cfg.gamma = config.batch_size, config.n_step, config.gamma
+        # the critics' values are n-step returns discounted by their run's gamma: keep both
+        config = dataclasses.replace(config, n_step=cfg.n_step, gamma=cfg.gamma)
+        cfg.batch_size = config.batch_size
         cfg.utd_ratio, cfg.max_grad_norm = config.utd_ratio, config.max_grad_norm
         cfg.actor_update_interval = config.actor_update_interval
         cfg.compile = False  # no torch.compile beside the exporter's tracing
@@ -224,7 +233,7 @@ class FineTuner:
             'warm_start': 'checkpoint',
         }
         tuner = cls(sac, config, parent, prior)
-        tuner.frozen_until = 0
+        tuner.frozen_until = config.checkpoint_warmup_updates
         tuner._apply_schedule()
         return tuner
 

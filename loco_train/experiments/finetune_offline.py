@@ -1,0 +1,316 @@
+"""The fine-tuning loop without ROS, faster than real time: for choosing its settings.
+
+    python -m loco_train.experiments.finetune_offline --minutes 10 --gain-scale 0.75 \
+        --warm-start checkpoints/sac_anymal_paper/checkpoint.pt --out DIR
+
+The same parts as the robot's loop, in one process and one thread: MuJoCo with the demo's
+perturbation in place of sim_robot, the deployment Controller with behaviour noise (what
+policy_node runs), the repeating schedule of `make finetune-demo`, rows packed and read back
+through loco_policy.transition and TransitionAssembler, FineTuner learning every update the
+update-to-data ratio owes after each tick (the robot never waits for it: here the robot waits, so
+the learner is never behind), candidates exported as ONNX every `export_every` updates and
+checked with hot_swap.action_check against the running policy before the Controller swaps them
+in. Every `--eval-every` minutes of robot data the running policy is scored with `loco-train
+eval`'s episode on the perturbed robot (paired seeds); at the end on the nominal robot too.
+Writes rows.jsonl, curve.png and a JSON last line. Not a test of DDS or of the node: the demo
+(`finetune_demo`) is the measurement.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from loco_policy import spec
+from loco_policy.tools import command_schedule
+from loco_train.experiments.finetune_demo import SCHEDULE, tracking_error
+
+ROWS_PER_MESSAGE = 10
+"""Rows per /replay/transitions message, as policy_node batches them."""
+
+
+def parse_args(argv=None):
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        '--warm-start',
+        default='checkpoints/sac_anymal_paper/checkpoint.pt',
+        help='SAC checkpoint.pt or policy .onnx',
+    )
+    p.add_argument('--minutes', type=float, default=10.0, help='minutes of robot data')
+    p.add_argument('--payload', type=float, default=0.0, help='kg on the base')
+    p.add_argument('--gain-scale', type=float, default=0.75, help='multiplier on kp and kd')
+    p.add_argument('--latency', type=float, default=0.0, help='s from command to drives')
+    p.add_argument('--exploration', type=float, default=0.05, help='behaviour noise std')
+    p.add_argument('--export-every', type=int, default=2000, help='updates between candidates')
+    p.add_argument('--eval-every', type=float, default=2.0, help='minutes of data between evals')
+    p.add_argument('--eval-seeds', type=int, default=3)
+    p.add_argument(
+        '--reward',
+        action='append',
+        default=None,
+        help="reward weight NAME=VALUE of the warm start's training (repeatable)",
+    )
+    p.add_argument('--set', action='append', default=[], help='FinetuneConfig NAME=VALUE')
+    p.add_argument('--max-action-deviation', type=float, default=1.0)
+    p.add_argument('--max-mean-action-deviation', type=float, default=0.3)
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--threads', type=int, default=1)
+    p.add_argument('--out', required=True)
+    return p.parse_args(argv)
+
+
+def finetune_config(items):
+    """FinetuneConfig from NAME=VALUE strings (types of the defaults)."""
+    import yaml
+
+    from loco_train.finetune.learner import FinetuneConfig
+
+    defaults, values = FinetuneConfig(), {}
+    for item in items:
+        name, _, text = item.partition('=')
+        if not hasattr(defaults, name):
+            raise SystemExit(f'FinetuneConfig has no field {name!r}')
+        value, default = yaml.safe_load(text), getattr(defaults, name)
+        if isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(default, (int, float)) and not isinstance(default, bool):
+            value = type(default)(float(value))  # yaml reads 3e-5 as a string
+        values[name] = value
+    return dataclasses.replace(defaults, **values)
+
+
+def score(path, perturbation, seeds):
+    """evaluate() of a policy file on a perturbed robot: (tracking error, summary)."""
+    from loco_train.experiments.evaluate import EvalConfig, evaluate
+
+    config = EvalConfig(seeds=seeds, **perturbation)
+    summary = evaluate(path, config)
+    return tracking_error(summary), summary
+
+
+class Robot:
+    """The perturbed MuJoCo robot under the deployment Controller, walking the schedule."""
+
+    def __init__(self, policy, perturbation, exploration, seed):
+        """Stand the robot up into WALK."""
+        from loco_policy.control.controller import Controller, ControllerConfig
+        from loco_policy.sim.backends import make_backend, Perturbation
+        from loco_train.experiments.evaluate import CommandDelay, EvalConfig
+
+        self.eval_config = EvalConfig(**perturbation)
+        c = self.eval_config
+        self.backend = make_backend(
+            'mujoco', Perturbation(c.payload, c.friction, c.gain_scale, c.latency)
+        )
+        self.delay = CommandDelay(c.latency) if c.latency > 0.0 else None
+        self.rng = np.random.default_rng(seed)
+        self.ctrl = Controller(
+            ControllerConfig(stand_duration=0.5, exploration_std=exploration), policy
+        )
+        self.ctrl.noise = np.random.default_rng(seed + 1000)
+        self.schedule = command_schedule.parse(SCHEDULE)
+        self.period = command_schedule.total(self.schedule)
+        self.t, self.falls = 0.0, 0
+        self.stand_up()
+
+    def _tick(self, command=None):
+        from loco_train.experiments.evaluate import _control_tick
+
+        tick = _control_tick(
+            self.ctrl, self.backend, self.rng, self.eval_config, self.t, command, self.delay
+        )
+        self.t += spec.CONTROL_DT
+        return tick
+
+    def stand_up(self):
+        """PASSIVE (or DAMP after a reset) -> STAND -> WALK on a freshly reset robot."""
+        from loco_policy.control.safety import Mode
+
+        self.backend.reset()
+        if self.ctrl.fsm.mode is Mode.DAMP:
+            self.ctrl.request('reset', self.t)
+        for request, seconds in (('start', 0.2), ('start', 1.0)):
+            for _ in range(int(round(seconds / spec.CONTROL_DT))):
+                row = self._tick().row
+                assert row is None or row.mode != 'WALK'
+            self.ctrl.request(request, self.t)
+        self.walk_start = self.t
+        if self.ctrl.fsm.mode is not Mode.WALK:
+            raise RuntimeError(f'the controller did not reach WALK: {self.ctrl.status(self.t)}')
+
+    def step(self):
+        """One WALK tick on the schedule: its transition row; a fall resets and stands up."""
+        from loco_policy.control.safety import Mode
+        from loco_train.experiments.evaluate import tilt
+
+        _, command = command_schedule.at(self.schedule, (self.t - self.walk_start) % self.period)
+        tick = self._tick(command)
+        state = self.backend.state()
+        fell = state.base_pos[2] < self.eval_config.fall_height
+        fell |= tilt(state.base_quat) > self.eval_config.fall_tilt
+        if fell and self.ctrl.fsm.mode is Mode.WALK:
+            self.ctrl.trip('fell (offline loop)', self.t)
+        row = tick.row
+        if self.ctrl.fsm.mode is not Mode.WALK:
+            self.falls += 1
+            tail = self._tick().row  # the DAMP row that ends the episode
+            self.stand_up()
+            return [r for r in (row, tail) if r is not None]
+        return [row] if row is not None else []
+
+
+def plot(rows, path, frozen):
+    """Tracking error against minutes of robot data."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(
+        [r['robot_minutes'] for r in rows],
+        [r['tracking_error'] for r in rows],
+        'o-',
+        label='running policy, perturbed robot',
+    )
+    ax.axhline(frozen, color='grey', ls='--', label='frozen')
+    ax.axhline(0.7 * frozen, color='green', ls=':', label='30 % lower')
+    ax.set_xlabel('robot data (min)')
+    ax.set_ylabel('tracking error (m/s + rad/s)')
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    """Run the loop; print progress to stderr and one JSON line to stdout."""
+    import torch
+
+    from loco_policy.control import hot_swap
+    from loco_policy.policy_file import OnnxPolicy
+    from loco_policy.transition import pack_rows
+    from loco_train.finetune import learner
+    from loco_train.finetune.ingest import TransitionAssembler
+    from loco_train.finetune.reward import weights_from_overrides
+
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    config = finetune_config(args.set)
+    if str(args.warm_start).endswith('.onnx'):
+        tuner = learner.FineTuner.from_onnx(args.warm_start, config)
+    else:
+        tuner = learner.FineTuner.from_checkpoint(args.warm_start, config)
+    tuner.generator.manual_seed(args.seed)
+    reward = args.reward if args.reward is not None else ['feet_air_time=0.125']
+    weights = weights_from_overrides(reward)
+    assembler = TransitionAssembler(weights)
+    perturbation = {
+        'payload': args.payload,
+        'gain_scale': args.gain_scale,
+        'latency': args.latency,
+    }
+    limits = hot_swap.SwapLimits(
+        max_action_deviation=args.max_action_deviation,
+        max_mean_action_deviation=args.max_mean_action_deviation,
+    )
+
+    def export(version):
+        path = os.path.join(args.out, f'v{version:03d}.onnx')
+        tuner.export(path)
+        return path
+
+    path = export(0)
+    frozen_path = running_path = path
+    policy = OnnxPolicy(path)
+    robot = Robot(policy, perturbation, args.exploration, args.seed)
+    frozen, _ = score(frozen_path, perturbation, args.eval_seeds)
+    rows_out = [{'robot_minutes': 0.0, 'version': 0, 'updates': 0, 'tracking_error': frozen}]
+    print(f'frozen: tracking error {frozen:.3f}', file=sys.stderr)
+    target = int(args.minutes * 60 / spec.CONTROL_DT)
+    pending, recent, learned = [], [], 0
+    next_eval, exported_at, rejected, began = args.eval_every, 0, 0, time.monotonic()
+    metrics = {}
+    while learned < target:
+        for row in robot.step():
+            pending.append(row)
+            if row.mode == 'WALK' and robot.ctrl.policy_obs is not None:
+                recent.append(np.asarray(robot.ctrl.policy_obs, dtype=np.float64))
+        recent = recent[-100:]
+        if len(pending) >= ROWS_PER_MESSAGE:
+            dims, data = pack_rows(pending)
+            pending = []
+            assembler.feed(dims, data, 0)
+            learned += tuner.add(assembler.drain())
+        if tuner.update():
+            metrics = tuner.metrics()
+        if tuner.updates - exported_at >= args.export_every and not tuner.actor_frozen:
+            exported_at = tuner.updates
+            candidate_path = export(tuner.version + 1)
+            candidate = OnnxPolicy(candidate_path)
+            try:
+                figures = hot_swap.action_check(candidate, robot.ctrl.policy, recent, limits)
+                robot.ctrl.swap_policy(candidate, tuner.version)
+                running_path = candidate_path
+                print(
+                    f'  v{tuner.version} swapped in: deviation mean '
+                    f'{figures["deviation_mean"]:.3f} max {figures["deviation_max"]:.3f}',
+                    file=sys.stderr,
+                )
+            except hot_swap.UpdateRejected as error:
+                rejected += 1
+                print(f'  v{tuner.version} rejected: {error}', file=sys.stderr)
+        minutes = learned * spec.CONTROL_DT / 60.0
+        if minutes >= next_eval or learned >= target:
+            next_eval += args.eval_every
+            path = running_path
+            error, summary = score(path, perturbation, args.eval_seeds)
+            rows_out.append(
+                {
+                    'robot_minutes': round(minutes, 2),
+                    'version': tuner.version,
+                    'updates': tuner.updates,
+                    'tracking_error': error,
+                    'falls': summary['falls'],
+                    'robot_falls': robot.falls,
+                    'metrics': metrics,
+                }
+            )
+            print(
+                f'{minutes:5.1f} min ({time.monotonic() - began:5.0f} s): updates '
+                f'{tuner.updates}, version {tuner.version}, error {error:.3f} '
+                f'({error / frozen - 1:+.1%}), eval falls {summary["falls"]}, robot falls '
+                f'{robot.falls}, q {metrics.get("value/q_mean", float("nan")):.3f} alpha '
+                f'{metrics.get("alpha", float("nan")):.2e}',
+                file=sys.stderr,
+            )
+            with open(os.path.join(args.out, 'rows.jsonl'), 'a') as handle:
+                handle.write(json.dumps(rows_out[-1]) + '\n')
+    last = rows_out[-1]
+    nominal_frozen, _ = score(frozen_path, {}, args.eval_seeds)
+    nominal_last, _ = score(path, {}, args.eval_seeds)
+    plot(rows_out, os.path.join(args.out, 'curve.png'), frozen)
+    result = {
+        'frozen': frozen,
+        'last': last['tracking_error'],
+        'reduction': 1.0 - last['tracking_error'] / frozen,
+        'best': min(r['tracking_error'] for r in rows_out),
+        'nominal_frozen': nominal_frozen,
+        'nominal_last': nominal_last,
+        'robot_falls': robot.falls,
+        'rejected': rejected,
+        'updates': tuner.updates,
+        'args': vars(args),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == '__main__':
+    main()
