@@ -1,0 +1,27 @@
+"""finetune_offline: the fine-tuning loop without ROS runs, swaps candidates in and reports."""
+
+import json
+import os
+
+from loco_train.experiments import finetune_offline
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_the_offline_loop_learns_swaps_and_reports(tmp_path, capsys):
+    finetune_offline.main([
+        '--warm-start', os.path.join(REPO, 'checkpoints', 'sac_anymal_paper', 'checkpoint.pt'),
+        '--minutes', '0.3', '--export-every', '150', '--eval-every', '0.15', '--eval-seeds', '1',
+        '--set', 'checkpoint_warmup_updates=100', '--set', 'learning_starts=64',
+        '--out', str(tmp_path),
+    ])  # fmt: skip
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    transitions = 0.3 * 60 * 50  # 900 at 50 Hz
+    # UTD 1.25 on what came after learning_starts (a few rows wait in the assembler's window)
+    assert 1.25 * (transitions - 64 - 40) <= result['updates'] <= 1.25 * transitions
+    rows = [json.loads(line) for line in open(tmp_path / 'rows.jsonl')]
+    assert len(rows) == 2 and rows[0]['robot_minutes'] >= 0.15  # an evaluation every 0.15 min
+    assert rows[-1]['version'] >= 3  # candidates exported and swapped in
+    assert result['rejected'] == 0 and result['robot_falls'] == 0
+    assert 0.0 < result['frozen'] < 1.0 and 0.0 < result['nominal_last'] < 1.0
+    assert (tmp_path / 'curve.png').stat().st_size > 5000
