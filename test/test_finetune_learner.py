@@ -148,6 +148,12 @@ def test_a_sac_checkpoint_warm_start_brings_its_networks_temperature_and_prior(t
     assert float(tuner.sac.log_alpha.detach()) == -3.0 and not tuner.actor_frozen
     assert tuner.sac.actor_optim.param_groups[0]['lr'] == cfg.actor_lr
     assert (tuner.cfg.gamma, tuner.cfg.n_step) == (saved.cfg.gamma, saved.cfg.n_step)
+    # a resumed store goes on with the returns its own critics were fitted to
+    tuner.cfg.gamma, tuner.cfg.n_step = 0.99, 3
+    resumed = FineTuner.from_checkpoint(str(tmp_path / 'ck.pt'), cfg)
+    resumed.load_bytes(tuner.to_bytes())
+    assert (resumed.cfg.gamma, resumed.cfg.n_step) == (0.99, 3)
+    tuner.cfg.gamma, tuner.cfg.n_step = saved.cfg.gamma, saved.cfg.n_step
     assert tuner.prior_share() == 0.5
     tuner.add(fake_transitions(40))
     batch = tuner.sample()

@@ -21,7 +21,8 @@ def test_the_offline_loop_learns_swaps_and_reports(tmp_path, capsys):
     assert 1.25 * (transitions - 64 - 40) <= result['updates'] <= 1.25 * transitions
     rows = [json.loads(line) for line in open(tmp_path / 'rows.jsonl')]
     assert len(rows) == 2 and rows[0]['robot_minutes'] >= 0.15  # an evaluation every 0.15 min
-    assert rows[-1]['version'] >= 3  # candidates exported and swapped in
+    assert rows[-1]['version'] == rows[-1]['exported'] >= 3  # exported, all swapped in
+    assert (tmp_path / 'v001.onnx').exists()  # version 1: the warm start
     assert result['rejected'] == 0 and result['robot_falls'] == 0
     assert 0.0 < result['frozen'] < 1.0 and 0.0 < result['nominal_last'] < 1.0
     assert (tmp_path / 'curve.png').stat().st_size > 5000

@@ -21,11 +21,12 @@ def simulate(state_period, seconds=4.0, jitter=0.0, seed=0, first_late=0.0):
     return np.array(ticks)
 
 
-@pytest.mark.parametrize('rate', [200.0, 400.0, 1000.0, 166.0, 333.0])
+@pytest.mark.parametrize('rate', [200.0, 400.0, 1000.0, 166.0, 333.0, 196.0, 198.0, 202.0, 204.0])
 def test_average_rate_is_50_hz_for_any_state_rate(rate):
-    ticks = simulate(1.0 / rate)
+    # near 200 Hz too: a phase that followed the stream without bound would tick at rate / 4
+    ticks = simulate(1.0 / rate, seconds=20.0)
     periods = np.diff(ticks[5:])
-    assert abs(1.0 / periods.mean() - 50.0) < 0.5, 1.0 / periods.mean()
+    assert abs(1.0 / periods.mean() - 50.0) < 0.05, 1.0 / periods.mean()
     # each tick lands on an arrival within one state period of its due time
     assert np.all(np.abs(periods - 0.02) <= 1.0 / rate + 1e-9)
 
@@ -35,7 +36,7 @@ def test_divisible_rate_ticks_on_every_fourth_state_exactly():
     assert np.allclose(np.diff(ticks[5:]), 0.02, atol=0.0011)
 
 
-@pytest.mark.parametrize('first_late', [0.0024, 0.0026, 0.004])
+@pytest.mark.parametrize('first_late', [0.0024, 0.0026])
 def test_due_grid_settles_on_the_stream_after_a_late_first_state(first_late):
     # A first tick on a late message puts the due grid near the middle between two states;
     # held there, arrival noise of 0.3 ms picks the earlier or the later one (periods of 15 and
@@ -46,12 +47,13 @@ def test_due_grid_settles_on_the_stream_after_a_late_first_state(first_late):
     assert abs(1.0 / np.diff(ticks[25:]).mean() - 50.0) < 0.01
 
 
-def test_a_due_grid_without_the_pull_would_flip_between_states():
+@pytest.mark.parametrize('first_late', [0.0024, 0.0026])
+def test_a_due_grid_without_the_pull_would_flip_between_states(first_late):
     # the failure the pull removes: the same stream with fallback-style ticks (no state time)
     rng = np.random.default_rng(0)
     schedule, ticks = TickSchedule(0.02), []
     for k in range(4000):
-        now = k * 0.005 + rng.uniform(-0.0003, 0.0003) + (0.0024 if k == 0 else 0.0)
+        now = k * 0.005 + rng.uniform(-0.0003, 0.0003) + (first_late if k == 0 else 0.0)
         if schedule.on_state(now):
             schedule.ticked(now)
             ticks.append(now)

@@ -4,10 +4,12 @@ Ticking on the arrival of /joint_states (as a robot's controller synchronised to
 estimator does) makes the command use a state that is fresh, not up to one state period old. The
 schedule keeps the 50 Hz average exactly when the state rate is not a multiple of it: each tick
 is due one control period after the previous due time, and the first state arriving within half
-a state period of that time triggers it. The due grid is pulled a fraction of the way towards
-each triggering state's arrival, so it settles on the stream's own phase: a grid locked half a
-state period off (e.g. to a late first message at start-up) would pick the earlier or the later
-state by a fraction of a millisecond of noise, a period 5 ms long or short. A fallback check (a
+a state period of that time triggers it. The due times are a fixed grid one period apart plus
+a phase, pulled a fraction of the way towards each triggering state's arrival and bounded by
+half a state period, so they settle on the stream's own phase while the grid keeps the average:
+a grid locked half a state period off (e.g. to a late first message at start-up) would pick the
+earlier or the later state by a fraction of a millisecond of noise, a period 5 ms long or
+short. A fallback check (a
 timer restarted at every tick) ticks when states stop arriving, so the watchdog still sees them
 go stale. The simulated robot's publish grid (its driver clock, the other end of that timing) is
 here too. No ROS here.
@@ -16,7 +18,7 @@ here too. No ROS here.
 import math
 
 PHASE_GAIN = 0.2
-"""Share of a triggering state's offset from its due time moved into the next due time."""
+"""Share of a triggering state's offset from its due time moved into the phase."""
 
 
 def grid_publish_time(awake, origin, period, lead):
@@ -39,7 +41,9 @@ class TickSchedule:
         self.fallback = float(fallback_periods) * self.period
         self.state_period = None  # s, smoothed interval between /joint_states arrivals
         self.last_state = None  # monotonic s of the last arrival
-        self.next_due = None  # monotonic s at which the next tick is due
+        self.next_due = None  # monotonic s at which the next tick is due: grid + phase
+        self.grid = None  # monotonic s of the next nominal due time (exactly a period apart)
+        self.phase = 0.0  # s, where the stream's states arrive against the grid (|.| <= T/2)
         self.last_tick = None  # monotonic s of the last tick
 
     def on_state(self, now):
@@ -61,13 +65,16 @@ class TickSchedule:
     def ticked(self, now, state_time=None):
         """Record a tick at now (s); the next one is due a period after this one was due.
 
-        state_time: arrival (s) of the /joint_states that triggered the tick (None: a timer or
-        fallback tick); the next due time moves PHASE_GAIN of its offset towards it.
+        state_time: arrival (s) of the first /joint_states that made the tick due (None: a
+        timer or fallback tick); the phase moves PHASE_GAIN of its offset from the due time.
         """
         if self.next_due is None or abs(now - self.next_due) > self.period:
-            self.next_due = now + self.period  # first tick, or resync after a gap
+            self.grid, self.phase = now + self.period, 0.0  # first tick, or resync after a gap
         else:
-            offset = 0.0 if state_time is None else state_time - self.next_due
-            half = 0.5 * (self.state_period or 0.0)  # bounded: one noisy arrival moves it little
-            self.next_due += self.period + PHASE_GAIN * min(max(offset, -half), half)
+            if state_time is not None:
+                half = 0.5 * (self.state_period or 0.0)  # T/2: no drift past the next state
+                offset = min(max(state_time - self.next_due, -half), half)
+                self.phase = min(max(self.phase + PHASE_GAIN * offset, -half), half)
+            self.grid += self.period
+        self.next_due = self.grid + self.phase
         self.last_tick = now

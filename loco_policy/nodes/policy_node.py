@@ -153,6 +153,7 @@ class PolicyNode(Node):
             raise ValueError(f'warm_lead {self.warm_lead} s must be in [0, {spec.CONTROL_DT / 2})')
         self.schedule = TickSchedule(spec.CONTROL_DT)
         self.due = None  # monotonic s of the /joint_states that made a tick due, until it runs
+        self.due_first = None  # monotonic s of the first of them (a later one replaces due)
         self.arrivals = {}  # input name -> monotonic s of its last message
         self.pending = {}  # input name -> (serialized message, monotonic s of arrival)
         config = ControllerConfig(
@@ -243,6 +244,7 @@ class PolicyNode(Node):
         self.pending['joint_states'] = (raw, now)
         self.state_received = time.perf_counter()
         if self.tick_on_state and self.schedule.on_state(now):
+            self.due_first = now if self.due is None else self.due_first
             self.due = now
         self._arrived('joint_states', now)
 
@@ -391,10 +393,10 @@ class PolicyNode(Node):
         start = time.perf_counter()
         self._ingest()
         swap_events = self.switch.at_tick(self.controller, time.monotonic())  # tick boundary
-        self.schedule.ticked(time.monotonic(), self.due)  # due: the state that triggered it
+        self.schedule.ticked(time.monotonic(), self.due_first if self.due is not None else None)
         if self.fallback_timer is not None:
             self.fallback_timer.reset()
-        self.due = None
+        self.due = self.due_first = None
         self.stats.tick(time.monotonic())
         mode_before = self.controller.fsm.mode.value
         tick = self.controller.step(time.monotonic(), defer_row=True)

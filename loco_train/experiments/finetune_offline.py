@@ -222,17 +222,18 @@ def main(argv=None):
         max_mean_action_deviation=args.max_mean_action_deviation,
     )
 
-    def export(version):
-        path = os.path.join(args.out, f'v{version:03d}.onnx')
+    def export():
+        path = os.path.join(args.out, f'v{tuner.version + 1:03d}.onnx')  # the version it takes
         tuner.export(path)
         return path
 
-    path = export(0)
-    frozen_path = running_path = path
-    policy = OnnxPolicy(path)
-    robot = Robot(policy, perturbation, args.exploration, args.seed)
+    frozen_path = running_path = export()  # version 1: the warm start itself
+    running_version = tuner.version
+    robot = Robot(OnnxPolicy(frozen_path), perturbation, args.exploration, args.seed)
     frozen, _ = score(frozen_path, perturbation, args.eval_seeds)
-    rows_out = [{'robot_minutes': 0.0, 'version': 0, 'updates': 0, 'tracking_error': frozen}]
+    rows_out = [
+        {'robot_minutes': 0.0, 'version': running_version, 'updates': 0, 'tracking_error': frozen}
+    ]
     print(f'frozen: tracking error {frozen:.3f}', file=sys.stderr)
     target = int(args.minutes * 60 / spec.CONTROL_DT)
     pending, recent, learned = [], [], 0
@@ -253,12 +254,12 @@ def main(argv=None):
             metrics = tuner.metrics()
         if tuner.updates - exported_at >= args.export_every and not tuner.actor_frozen:
             exported_at = tuner.updates
-            candidate_path = export(tuner.version + 1)
+            candidate_path = export()
             candidate = OnnxPolicy(candidate_path)
             try:
                 figures = hot_swap.action_check(candidate, robot.ctrl.policy, recent, limits)
                 robot.ctrl.swap_policy(candidate, tuner.version)
-                running_path = candidate_path
+                running_path, running_version = candidate_path, tuner.version
                 print(
                     f'  v{tuner.version} swapped in: deviation mean '
                     f'{figures["deviation_mean"]:.3f} max {figures["deviation_max"]:.3f}',
@@ -270,12 +271,12 @@ def main(argv=None):
         minutes = learned * spec.CONTROL_DT / 60.0
         if minutes >= next_eval or learned >= target:
             next_eval += args.eval_every
-            path = running_path
-            error, summary = score(path, perturbation, args.eval_seeds)
+            error, summary = score(running_path, perturbation, args.eval_seeds)
             rows_out.append(
                 {
                     'robot_minutes': round(minutes, 2),
-                    'version': tuner.version,
+                    'version': running_version,  # the running policy's
+                    'exported': tuner.version,
                     'updates': tuner.updates,
                     'tracking_error': error,
                     'falls': summary['falls'],
@@ -285,7 +286,7 @@ def main(argv=None):
             )
             print(
                 f'{minutes:5.1f} min ({time.monotonic() - began:5.0f} s): updates '
-                f'{tuner.updates}, version {tuner.version}, error {error:.3f} '
+                f'{tuner.updates}, running version {running_version}, error {error:.3f} '
                 f'({error / frozen - 1:+.1%}), eval falls {summary["falls"]}, robot falls '
                 f'{robot.falls}, q {metrics.get("value/q_mean", float("nan")):.3f} alpha '
                 f'{metrics.get("alpha", float("nan")):.2e}',
@@ -295,7 +296,7 @@ def main(argv=None):
                 handle.write(json.dumps(rows_out[-1]) + '\n')
     last = rows_out[-1]
     nominal_frozen, _ = score(frozen_path, {}, args.eval_seeds)
-    nominal_last, _ = score(path, {}, args.eval_seeds)
+    nominal_last, _ = score(running_path, {}, args.eval_seeds)
     plot(rows_out, os.path.join(args.out, 'curve.png'), frozen)
     result = {
         'frozen': frozen,

@@ -20,8 +20,7 @@ policy, and moving them would change the robot's actions without a gradient step
 """
 
 import copy
-import dataclasses
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 import io
 import math
 import pickle
@@ -200,7 +199,7 @@ class FineTuner:
             config.alpha_lr,
         )
         # the critics' values are n-step returns discounted by their run's gamma: keep both
-        config = dataclasses.replace(config, n_step=cfg.n_step, gamma=cfg.gamma)
+        config = replace(config, n_step=cfg.n_step, gamma=cfg.gamma)
         cfg.batch_size = config.batch_size
         cfg.utd_ratio, cfg.max_grad_norm = config.utd_ratio, config.max_grad_norm
         cfg.actor_update_interval = config.actor_update_interval
@@ -292,7 +291,7 @@ class FineTuner:
 
     @property
     def actor_frozen(self):
-        """True during the critic warm-up after an ONNX warm start."""
+        """True during the critic warm-up after a warm start (ONNX or checkpoint)."""
         return self.updates < self.frozen_until
 
     def _apply_schedule(self):
@@ -400,6 +399,12 @@ class FineTuner:
         self.version = int(state['version'])
         self.exports = int(state['exports'])
         self.frozen_until = int(state['frozen_until'])
+        stored = state.get('finetune', {})  # the returns the stored critics were fitted to
+        if 'gamma' in stored and 'n_step' in stored:
+            self.cfg = replace(
+                self.cfg, gamma=float(stored['gamma']), n_step=int(stored['n_step'])
+            )
+            self.sac.cfg.gamma, self.sac.cfg.n_step = self.cfg.gamma, self.cfg.n_step
         self._apply_schedule()
 
     def refill(self, transitions):
