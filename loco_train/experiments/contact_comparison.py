@@ -35,11 +35,12 @@ MODELS = ('smooth', 'hard', 'soft')
 
 @torch.no_grad()
 def hard_contact_return(shac, num_envs, seed, reward_overrides, command_overrides=()):
-    """(mean return, episode length (steps), forward error (m/s)) of the deterministic policy.
+    """(mean return, episode length (steps), forward error (m/s), trace) of the policy.
 
     One 20 s episode per environment under hard contact; the forward error is the mean
     |v_x - c_x| of the body-frame base velocity against the commanded vx over the living
-    environments, after the first second.
+    environments, after the first second. trace: environment 0's joint angles for the gait
+    figure, {'t': (T,) s, 'q': (T, 12) rad in the spec's joint order, 'fell': bool}.
     """
     from loco_policy.observation import quat_rotate_inverse
 
@@ -53,12 +54,17 @@ def hard_contact_return(shac, num_envs, seed, reward_overrides, command_override
     length = torch.zeros(num_envs)
     errors = []
     settle = int(round(1.0 / env.dt))
+    times, angles, fell = [], [], False
     for step in range(env.max_episode_length):
         command = env.commands.command[:, 0].clone()  # (N,) vx the action is chosen for
         action = shac.actor(shac.normalize(obs))
         obs, reward, terminated, truncated, _ = env.step(action)
         total += torch.where(alive, reward, torch.zeros_like(reward))
         length += alive.float()
+        if bool(alive[0]):
+            times.append((step + 1) * env.dt)
+            angles.append(env.qpos[0, 7:19].numpy().copy())
+            fell = bool(terminated[0])
         alive &= ~(terminated | truncated)
         if step >= settle and bool(alive.any()):
             qpos, qvel = env.qpos.numpy(), env.qvel.numpy()
@@ -68,7 +74,8 @@ def hard_contact_return(shac, num_envs, seed, reward_overrides, command_override
             break
     env.close()
     error = float(np.mean(errors)) if errors else float('nan')
-    return float(total.mean()), float(length.mean()), error
+    trace = {'t': np.array(times), 'q': np.array(angles), 'fell': fell}
+    return float(total.mean()), float(length.mean()), error, trace
 
 
 def mujoco_episodes(policy_path, command, seeds):
@@ -93,8 +100,8 @@ def mujoco_episodes(policy_path, command, seeds):
     return falls, error, first
 
 
-def gait_plot(traces, path, window=(5.0, 7.0)):
-    """One row per model: left-front hip and knee flexion over window (s) in MuJoCo (PNG)."""
+def gait_plot(traces, path, window=(5.0, 7.0), where='MuJoCo'):
+    """One row per model: two legs' hip and knee flexion over window (s) in `where` (PNG)."""
     import matplotlib
 
     matplotlib.use('Agg')
@@ -115,7 +122,7 @@ def gait_plot(traces, path, window=(5.0, 7.0)):
         if trace['fell']:
             axis.set_title(f'{name} contact: fell at {t[-1]:.1f} s', fontsize=9)
     axes[0, 0].legend(ncol=4, fontsize=8)
-    axes[-1, 0].set_xlabel('time (s), MuJoCo, seed 0')
+    axes[-1, 0].set_xlabel(f'time (s), {where}, seed 0')
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -164,9 +171,10 @@ def train_model(model, args):
     runner = ShacRunner(env, cfg)
     summary = runner.learn()
     env.close()
-    hard_return, hard_length, hard_error = hard_contact_return(
+    hard_return, hard_length, hard_error, hard_trace = hard_contact_return(
         runner.shac, args.num_envs, args.seed + 1000, args.reward, args.command
     )
+    np.savez(os.path.join(args.out, model, 'hard_trace.npz'), **hard_trace)
     result = {
         'train_return': summary['final_return'],
         'hard_return': hard_return,
@@ -229,15 +237,17 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     png = os.path.join(args.out, 'contact_comparison.png')
     plot(results, png)
-    traces = {}
-    for model in results:
-        trace_file = os.path.join(args.out, model, 'mujoco_trace.npz')
-        if os.path.isfile(trace_file):
-            with np.load(trace_file) as data:
-                traces[model] = {k: data[k] for k in data.files}
-    gaits = os.path.join(args.out, 'contact_gaits.png') if traces else None
-    if traces:
-        gait_plot(traces, gaits)
+    gaits = {}
+    for name, where in (('mujoco', 'MuJoCo'), ('hard', 'Warp under hard contact')):
+        traces = {}
+        for model in results:
+            trace_file = os.path.join(args.out, model, f'{name}_trace.npz')
+            if os.path.isfile(trace_file):
+                with np.load(trace_file) as data:
+                    traces[model] = {k: data[k] for k in data.files}
+        if traces:
+            gaits[name] = os.path.join(args.out, f'contact_gaits_{name}.png')
+            gait_plot(traces, gaits[name], where=where)
     print(json.dumps({'iterations': args.iterations, 'results': results, 'plot': png,
                       'gaits': gaits}))  # fmt: skip
     return 0
