@@ -106,6 +106,30 @@ def plot(results, path):
     plt.close(fig)
 
 
+def merge(dirs, out):
+    """Merge the results.json of several sweeps (by horizon) into out; plot; print JSON."""
+    results = {}
+    for path in dirs:
+        with open(os.path.join(path, 'results.json')) as handle:
+            for result in json.load(handle):
+                if result['horizon'] in results:
+                    raise SystemExit(f'horizon_sweep: horizon {result["horizon"]} twice in {dirs}')
+                results[result['horizon']] = result
+    merged = [results[h] for h in sorted(results)]
+    with open(os.path.join(out, 'results.json'), 'w') as handle:
+        json.dump(merged, handle)
+    png = os.path.join(out, 'horizon_sweep.png')
+    plot(merged, png)
+    for result in merged:
+        print(
+            json.dumps(
+                {k: v for k, v in result.items() if k not in ('returns', 'actor_grad_norms')}
+            )
+        )
+    print(json.dumps({'horizons': sorted(results), 'plot': png}))
+    return 0
+
+
 def main(argv=None):
     """Train one run per horizon, print JSON, plot."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -116,9 +140,15 @@ def main(argv=None):
     parser.add_argument('--seed', type=int, default=0)
     add_override_argument(parser)
     parser.add_argument('--out', default=os.path.join('runs', 'horizon_sweep'))
+    parser.add_argument(
+        '--merge', default='',
+        help='DIR,DIR: merge the results.json of sweeps run in parallel into --out, no training',
+    )  # fmt: skip
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
+    if args.merge:
+        return merge(args.merge.split(','), args.out)
     results = []
     for horizon in (int(h) for h in args.horizons.split(',')):
         result = run_horizon(horizon, args)
