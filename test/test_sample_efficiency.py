@@ -21,11 +21,12 @@ def ppo_run(path, final, ramp, envs=100):
     return str(path)
 
 
-def shac_run(path, slope, windows=40):
-    """A SHAC run whose return is slope x window, 500 env steps per window."""
+def shac_run(path, slope, windows=40, spike=None):
+    """A SHAC run: return slope x window (or 100 at window `spike` alone), 500 steps a window."""
     writer = SummaryWriter(str(path))
     for it in range(1, windows + 1):
-        writer.add_scalar('train/episode_return', slope * it, it)
+        value = slope * it if spike is None else (100.0 if it == spike else 0.0)
+        writer.add_scalar('train/episode_return', value, it)
         writer.add_scalar('perf/env_steps', 500.0 * it, it)
         writer.add_scalar('perf/iteration_s', 2.0, it)
     writer.close()
@@ -37,10 +38,11 @@ def test_targets_steps_and_ratios_over_seeds(tmp_path, capsys):
     small = [ppo_run(tmp_path / f'small{s}', 12.0, 40, envs=10) for s in range(2)]
     fast = [shac_run(tmp_path / 'fast0', 0.5), shac_run(tmp_path / 'fast1', 1.0)]
     slow = [shac_run(tmp_path / 'slow0', 0.1)]  # never reaches 9 (4.0 at 40 windows)
+    lucky = shac_run(tmp_path / 'lucky', 0.0, spike=5)  # one value above every target
     png = tmp_path / 'se.png'
     argv = ['--ppo', 'big=' + ','.join(big), '--ppo', 'small=' + ','.join(small)]
     argv += ['--shac', 'fast=' + ','.join(fast), '--shac', f'slow={slow[0]}']
-    argv += ['--plot', str(png), '--markdown']
+    argv += ['--shac', f'lucky={lucky}', '--plot', str(png), '--markdown', '--hold', '2000']
     assert sample_efficiency.main(argv) == 0
     out = capsys.readouterr().out.strip().splitlines()
     summary = json.loads(out[-1])
@@ -57,6 +59,11 @@ def test_targets_steps_and_ratios_over_seeds(tmp_path, capsys):
     assert against_big['env_steps'] == pytest.approx([9_000, 4_500])  # windows 18 and 9
     assert against_big['ppo_over_steps'] == pytest.approx(73_000 / 6_750)
     assert against_big['all_reached']
+    assert against_big['held_env_steps'] == pytest.approx([9_000, 4_500])  # rising: held at once
+    assert against_big['all_held']
+    spike = groups['lucky']['against'][0]
+    assert spike['env_steps'] == [2_500.0] and spike['reached'] == [True]  # the one value
+    assert spike['held'] == [False] and not spike['all_held']  # ... is not held
     never = groups['slow']['against'][0]
     assert never['reached'] == [False] and not never['all_reached']
     assert never['env_steps'] == [20_000.0]  # counted at its last step: a lower bound

@@ -6,8 +6,9 @@ readers of `loco-train compare`). Per PPO setting the target is `fraction` of it
 (each seed's mean of its last 10 logged returns, averaged over the setting's seeds); every run is
 then placed against every setting's target: env steps to reach it (mean over seeds, and per
 seed), PPO's steps over each group's. A run that never reaches a target counts as its last env
-step and is marked, so that a mean is a lower bound rather than a silent omission. Last line:
-one JSON object.
+step and is marked, so that a mean is a lower bound rather than a silent omission. Beside the
+first crossing (a single noisy value can make it), `held` is the first step at the target from
+which the median return over the next `hold` env steps stays at it. Last line: one JSON object.
 """
 
 import argparse
@@ -40,7 +41,22 @@ def place(curve, threshold):
     return steps, True
 
 
-def summarise(ppo_groups, other_groups, fraction=0.9):
+def place_held(curve, threshold, hold):
+    """(first env step at the threshold whose next `hold` env steps keep a median above, found).
+
+    Only steps with a full `hold` of logged returns after them qualify; none: the last step.
+    """
+    steps, returns = curve[0], curve[1]
+    for k, start in enumerate(steps):
+        end = np.searchsorted(steps, start + hold, side='right')
+        if steps[-1] < start + hold:
+            break
+        if returns[k] >= threshold and np.median(returns[k:end]) >= threshold:
+            return float(start), True
+    return float(steps[-1]), False
+
+
+def summarise(ppo_groups, other_groups, fraction=0.9, hold=200_000.0):
     """Targets per PPO setting and every group's steps to them.
 
     ppo_groups, other_groups: [(label, [curve, ...])] with curve = (env steps (K,), returns (K,),
@@ -58,31 +74,42 @@ def summarise(ppo_groups, other_groups, fraction=0.9):
         row = {'group': label, 'seeds': len(curves), 'against': []}
         for target in targets:
             placed = [place(c, target['threshold']) for c in curves]
+            held = [place_held(c, target['threshold'], hold) for c in curves]
             row['against'].append({
                 'setting': target['setting'],
                 'env_steps': [s for s, _ in placed],
                 'reached': [r for _, r in placed],
                 'mean_env_steps': float(np.mean([s for s, _ in placed])),
+                'held_env_steps': [s for s, _ in held],
+                'held': [r for _, r in held],
+                'mean_held_env_steps': float(np.mean([s for s, _ in held])),
             })  # fmt: skip
         row['best_return'] = [float(np.max(c[1])) for c in curves]
         row['env_steps_run'] = [float(c[0][-1]) for c in curves]
         groups.append(row)
-    ppo_means = {
-        g['group']: a['mean_env_steps']
+    own = {
+        g['group']: a
         for g in groups[: len(ppo_groups)]
         for a in g['against']
         if a['setting'] == g['group']
     }  # each PPO setting against its own target
     for row in groups[len(ppo_groups) :]:
         for entry in row['against']:
-            ppo_steps = ppo_means[entry['setting']]
-            entry['ppo_over_steps'] = ppo_steps / entry['mean_env_steps']
+            ppo = own[entry['setting']]
+            entry['ppo_over_steps'] = ppo['mean_env_steps'] / entry['mean_env_steps']
+            entry['ppo_over_held_steps'] = (
+                ppo['mean_held_env_steps'] / entry['mean_held_env_steps']
+            )
             entry['all_reached'] = all(entry['reached'])
-    return {'fraction': fraction, 'targets': targets, 'groups': groups}
+            entry['all_held'] = all(entry['held'])
+    return {'fraction': fraction, 'hold_env_steps': hold, 'targets': targets, 'groups': groups}
 
 
 def markdown(summary):
-    """The summary as one markdown table: a row per group, a column per PPO target."""
+    """The summary as one markdown table: a row per group, a column per PPO target.
+
+    A cell: first crossing / held (both in M env steps), then PPO's steps over the group's.
+    """
     settings = [t['setting'] for t in summary['targets']]
     head = '| | seeds | ' + ' | '.join(
         f'to {t["threshold"]:.1f} ({t["setting"]}: 90 % of {np.mean(t["final_returns"]):.1f})'
@@ -92,11 +119,17 @@ def markdown(summary):
     for row in summary['groups']:
         cells = []
         for entry in row['against']:
-            text = f'{entry["mean_env_steps"] / 1e6:.2f} M'
+            text = (
+                f'{entry["mean_env_steps"] / 1e6:.2f} / {entry["mean_held_env_steps"] / 1e6:.2f} M'
+            )
             if not all(entry['reached']):
                 text += f' ({sum(entry["reached"])} of {len(entry["reached"])} reached)'
+            if not all(entry['held']):
+                text += f' ({sum(entry["held"])} of {len(entry["held"])} held)'
             if 'ppo_over_steps' in entry:
-                text += f', **{entry["ppo_over_steps"]:.1f}×**'
+                text += (
+                    f', **{entry["ppo_over_steps"]:.1f}× / {entry["ppo_over_held_steps"]:.1f}×**'
+                )
             cells.append(text)
         lines.append(f'| {row["group"]} | {row["seeds"]} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
@@ -134,6 +167,10 @@ def main(argv=None):
     parser.add_argument('--ppo', action='append', required=True, help='LABEL=DIR[,DIR...]')
     parser.add_argument('--shac', action='append', default=[], help='LABEL=DIR[,DIR...]')
     parser.add_argument('--fraction', type=float, default=0.9)
+    parser.add_argument(
+        '--hold', type=float, default=200_000.0,
+        help='env steps over which the median return must stay at the target (held)',
+    )  # fmt: skip
     parser.add_argument('--plot', default='', help='PNG of return against env steps')
     parser.add_argument('--markdown', action='store_true', help='print the markdown table')
     args = parser.parse_args(argv)
@@ -142,7 +179,7 @@ def main(argv=None):
         shac_groups = [
             (lab, [shac_curve(d) for d in ds]) for lab, ds in map(parse_group, args.shac)
         ]
-        summary = summarise(ppo_groups, shac_groups, args.fraction)
+        summary = summarise(ppo_groups, shac_groups, args.fraction, args.hold)
     except ValueError as error:
         print(f'sample_efficiency: {error}', file=sys.stderr)
         return 2
