@@ -67,7 +67,7 @@ def test_targets_steps_and_ratios_over_seeds(tmp_path, capsys):
     never = groups['slow']['against'][0]
     assert never['reached'] == [False] and not never['all_reached']
     assert never['env_steps'] == [20_000.0]  # counted at its last step: a lower bound
-    assert '(0 of 1 reached)' in '\n'.join(out[:-1])
+    assert '(0 of 1 reached)' in '\n'.join(out[:-1]) and 'not reached' in '\n'.join(out[:-1])
 
 
 def test_a_bad_group_is_a_clear_error(tmp_path, capsys):

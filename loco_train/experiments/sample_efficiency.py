@@ -105,6 +105,13 @@ def summarise(ppo_groups, other_groups, fraction=0.9, hold=200_000.0):
     return {'fraction': fraction, 'hold_env_steps': hold, 'targets': targets, 'groups': groups}
 
 
+def ratio_text(ratio, reached):
+    """PPO's steps over a group's: the ratio, at most it where some seeds never got there."""
+    if not any(reached):
+        return 'not reached'
+    return f'{ratio:.1f}×' if all(reached) else f'≤ {ratio:.1f}×'
+
+
 def markdown(summary):
     """The summary as one markdown table: a row per group, a column per PPO target.
 
@@ -127,9 +134,9 @@ def markdown(summary):
             if not all(entry['held']):
                 text += f' ({sum(entry["held"])} of {len(entry["held"])} held)'
             if 'ppo_over_steps' in entry:
-                text += (
-                    f', **{entry["ppo_over_steps"]:.1f}× / {entry["ppo_over_held_steps"]:.1f}×**'
-                )
+                first = ratio_text(entry['ppo_over_steps'], entry['reached'])
+                held = ratio_text(entry['ppo_over_held_steps'], entry['held'])
+                text += f', **{first} / {held}**'
             cells.append(text)
         lines.append(f'| {row["group"]} | {row["seeds"]} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
