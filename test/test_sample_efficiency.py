@@ -93,3 +93,24 @@ def test_kept_scalars_read_the_same_and_leave_the_rest(tmp_path):
     with pytest.raises(ValueError, match='no'):
         read_scalars(str(out), 'shac/critic_loss')
     assert keep_scalars.main([str(tmp_path / 'empty'), str(tmp_path / 'x')]) == 2
+
+
+def test_steps_until_the_tracking_term_reaches_a_level(tmp_path, capsys):
+    ppo = ppo_run(tmp_path / 'ppo', 10.0, 80)
+    writer = SummaryWriter(ppo)
+    for it in range(100):
+        writer.add_scalar('/reward/lin_vel_tracking', 0.00021 * it, it)  # 0.018 at iteration 86
+    writer.close()
+    shac = shac_run(tmp_path / 'shac', 0.5)
+    writer = SummaryWriter(shac)
+    for it in range(1, 41):
+        writer.add_scalar('reward/lin_vel_tracking', 0.00101 * it, it)  # 0.018 at window 18
+    writer.close()
+    argv = ['--ppo', f'p={ppo}', '--shac', f's={shac}', '--tracking', '0.9', '--markdown']
+    assert sample_efficiency.main(argv) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    tracking = json.loads(out[-1])['tracking']
+    assert tracking['level'] == pytest.approx(0.018)
+    assert tracking['env_steps']['p'] == [pytest.approx(87_000)]  # (86 + 1) x 1,000 steps
+    assert tracking['env_steps']['s'] == [pytest.approx(9_000)]  # window 18 x 500 steps
+    assert '0.09 M' in out[-2] or '0.01 M' in out[-2]

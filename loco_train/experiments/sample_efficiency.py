@@ -8,7 +8,10 @@ then placed against every setting's target: env steps to reach it (mean over see
 seed), PPO's steps over each group's. A run that never reaches a target counts as its last env
 step and is marked, so that a mean is a lower bound rather than a silent omission. Beside the
 first crossing (a single noisy value can make it), `held` is the first step at the target from
-which the median return over the next `hold` env steps stays at it. Last line: one JSON object.
+which the median return over the next `hold` env steps stays at it. With `--tracking F
+--tracking-max M` each run also gets the env steps until its per-step linear-velocity tracking
+term first reaches F x M (walking at the commanded speed, falls aside). Last line: one JSON
+object.
 """
 
 import argparse
@@ -17,7 +20,14 @@ import sys
 
 import numpy as np
 
-from loco_train.experiments.compare import FINAL_WINDOW, ppo_curve, shac_curve, steps_to_reach
+from loco_train.experiments.compare import (
+    FINAL_WINDOW,
+    ppo_curve,
+    ppo_steps_per_iteration,
+    shac_curve,
+    steps_to_reach,
+    tracking_curve,
+)
 
 
 def parse_group(text):
@@ -112,17 +122,33 @@ def ratio_text(ratio, reached):
     return f'{ratio:.1f}×' if all(reached) else f'≤ {ratio:.1f}×'
 
 
+def tracking_steps(groups, level):
+    """{group: [env steps until lin_vel_tracking >= level, or None, per run]} of (label, dirs)."""
+    out = {}
+    for label, dirs, kind in groups:
+        steps = []
+        for path in dirs:
+            per_iteration = ppo_steps_per_iteration(path) if kind == 'ppo' else None
+            curve = tracking_curve(path, kind, per_iteration)
+            steps.append(None if curve is None else steps_to_reach(*curve, level))
+        out[label] = steps
+    return out
+
+
 def markdown(summary):
     """The summary as one markdown table: a row per group, a column per PPO target.
 
     A cell: first crossing / held (both in M env steps), then PPO's steps over the group's.
     """
     settings = [t['setting'] for t in summary['targets']]
+    tracking = summary.get('tracking')
     head = '| | seeds | ' + ' | '.join(
         f'to {t["threshold"]:.1f} ({t["setting"]}: 90 % of {np.mean(t["final_returns"]):.1f})'
         for t in summary['targets']
     )
-    lines = [head + ' |', '|' + '---|' * (len(settings) + 2)]
+    if tracking:
+        head += f' | tracking at {tracking["level"]:.4g} (per seed)'
+    lines = [head + ' |', '|' + '---|' * (len(settings) + 2 + bool(tracking))]
     for row in summary['groups']:
         cells = []
         for entry in row['against']:
@@ -138,6 +164,9 @@ def markdown(summary):
                 held = ratio_text(entry['ppo_over_held_steps'], entry['held'])
                 text += f', **{first} / {held}**'
             cells.append(text)
+        if tracking:
+            steps = tracking['env_steps'][row['group']]
+            cells.append(', '.join('never' if x is None else f'{x / 1e6:.2f} M' for x in steps))
         lines.append(f'| {row["group"]} | {row["seeds"]} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
@@ -179,6 +208,11 @@ def main(argv=None):
         help='env steps over which the median return must stay at the target (held)',
     )  # fmt: skip
     parser.add_argument('--plot', default='', help='PNG of return against env steps')
+    parser.add_argument('--tracking', type=float, default=0.0, help='fraction F (0: off)')
+    parser.add_argument(
+        '--tracking-max', type=float, default=0.02,
+        help="the tracking term's most per step: its weight x the control step (1 x 0.02 s)",
+    )  # fmt: skip
     parser.add_argument('--markdown', action='store_true', help='print the markdown table')
     args = parser.parse_args(argv)
     try:
@@ -187,6 +221,11 @@ def main(argv=None):
             (lab, [shac_curve(d) for d in ds]) for lab, ds in map(parse_group, args.shac)
         ]
         summary = summarise(ppo_groups, shac_groups, args.fraction, args.hold)
+        if args.tracking > 0.0:
+            level = args.tracking * args.tracking_max
+            dirs = [(*parse_group(t), 'ppo') for t in args.ppo]
+            dirs += [(*parse_group(t), 'shac') for t in args.shac]
+            summary['tracking'] = {'level': level, 'env_steps': tracking_steps(dirs, level)}
     except ValueError as error:
         print(f'sample_efficiency: {error}', file=sys.stderr)
         return 2
