@@ -122,7 +122,8 @@ def gait_plot(traces, path, window=(5.0, 7.0), where='MuJoCo'):
         if trace['fell']:
             axis.set_title(f'{name} contact: fell at {t[-1]:.1f} s', fontsize=9)
     axes[0, 0].legend(ncol=4, fontsize=8)
-    axes[-1, 0].set_xlabel(f'time (s), {where}, seed 0')
+    first = 'seed 0' if where == 'MuJoCo' else 'environment 0'
+    axes[-1, 0].set_xlabel(f'time (s), {where}, {first}')
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
