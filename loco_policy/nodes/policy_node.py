@@ -393,7 +393,7 @@ class PolicyNode(Node):
         start = time.perf_counter()
         self._ingest()
         swap_events = self.switch.at_tick(self.controller, time.monotonic())  # tick boundary
-        self.schedule.ticked(time.monotonic(), self.due_first if self.due is not None else None)
+        self.schedule.ticked(time.monotonic(), self.due_first)  # None: a timer or fallback tick
         if self.fallback_timer is not None:
             self.fallback_timer.reset()
         self.due = self.due_first = None
