@@ -17,6 +17,7 @@ Prints a table and one JSON object as the last line. Needs the bench requirement
 (requirements/bench.txt: stable-baselines3).
 """
 
+from dataclasses import replace
 import json
 import multiprocessing
 import os
@@ -34,8 +35,18 @@ IMPLEMENTATIONS = ('loco', 'sb3')
 HEARTBEAT_S = 300.0
 """Seconds between progress lines while --jobs > 1 runs train."""
 
-CASE_KEYS = ('impl', 'env', 'seed', 'steps', 'eval_episodes', 'threads')
-"""What identifies a training run in a --results file."""
+CASE_KEYS = ('impl', 'env', 'seed', 'steps', 'eval_episodes', 'threads', 'matmul_dtype')
+"""What identifies a training run in a --results file (matmul_dtype: the precision of the
+update's matrix products, float32 for SB3, loco's 'auto' resolved on this machine)."""
+
+
+def matmul_dtype(impl: str) -> str:
+    """The update's matrix-product precision of an implementation with its defaults, here."""
+    if impl != 'loco':
+        return 'float32'
+    from loco_train.sac import precision, SACConfig
+
+    return str(precision.resolve(SACConfig().matmul_dtype, 'cpu')).removeprefix('torch.')
 
 
 def case_key(case: dict) -> tuple:
@@ -191,19 +202,29 @@ def _filled_loco(env_id: str, rows: int, rng: np.random.Generator):
 
 def learner_speed(env_id: str, seconds: float) -> dict:
     """Updates per second (replay sampling included) of both learners at SB3's defaults."""
+    from loco_train.sac import SAC
+
     rng = np.random.default_rng(0)
     sac, buf, cfg = _filled_loco(env_id, 5_000, rng)
     generator = torch.Generator().manual_seed(0)
 
-    def loco_updates(n: int) -> None:
-        metrics = {}
-        for _ in range(n):
-            batch = buf.sample(cfg.batch_size, cfg.n_step, cfg.gamma, generator)
-            metrics = sac.update(batch, generator)
-        float(metrics['loss/critic'])  # read once, as the runner does per log interval
+    def updates(learner):
+        def step(n: int) -> None:
+            metrics = {}
+            for _ in range(n):
+                batch = buf.sample(cfg.batch_size, cfg.n_step, cfg.gamma, generator)
+                metrics = learner.update(batch, generator)
+            float(metrics['loss/critic'])  # read once, as the runner does per log interval
+
+        return step
 
     model = _filled_sb3(env_id, 5_000, rng)
-    learners = {'loco': loco_updates, 'sb3': lambda n: model.train(n, 256)}
+    learners = {'loco': updates(sac), 'sb3': lambda n: model.train(n, 256)}
+    if sac.matmul_dtype != torch.float32:  # the same learner with float32 products beside it
+        kw = sac.actor_kwargs
+        exact_cfg = replace(cfg, matmul_dtype='float32')
+        exact = SAC(kw['obs_dim'], kw['action_bias'], kw['action_scale'], exact_cfg)
+        learners['loco_float32'] = updates(exact)
     elapsed, calls = dict.fromkeys(learners, 0.0), dict.fromkeys(learners, 0)
     for step in learners.values():
         step(20)  # warm-up
@@ -218,6 +239,9 @@ def learner_speed(env_id: str, seconds: float) -> dict:
             elapsed[name] += time.perf_counter() - start
     rates = {name: round(calls[name] / elapsed[name], 1) for name in learners}
     rates['ratio'] = round(rates['loco'] / rates['sb3'], 3)
+    rates['matmul_dtype'] = str(sac.matmul_dtype).removeprefix('torch.')
+    if 'loco_float32' in rates:
+        rates['ratio_float32'] = round(rates['loco_float32'] / rates['sb3'], 3)
     return rates
 
 
@@ -309,13 +333,14 @@ def run(args) -> int:
     if speed:
         print(
             f'learner at SB3 defaults on {envs[0]}, {args.threads} torch thread(s): '
-            f'loco {speed["loco"]} updates/s, sb3 {speed["sb3"]} updates/s '
-            f'({speed["ratio"]}x)',
+            f'loco {speed["loco"]} updates/s ({speed["matmul_dtype"]} products'
+            + (f', {speed["loco_float32"]} in float32' if 'loco_float32' in speed else '')
+            + f'), sb3 {speed["sb3"]} updates/s ({speed["ratio"]}x)',
             flush=True,
         )
     cases = [
         dict(impl=impl, env=env_id, seed=seed, steps=args.steps, threads=args.threads,
-             eval_episodes=args.eval_episodes)
+             eval_episodes=args.eval_episodes, matmul_dtype=matmul_dtype(impl))
         for env_id in envs for seed in range(args.seeds) for impl in impls
     ]  # fmt: skip
     wanted = {case_key(c) for c in cases}

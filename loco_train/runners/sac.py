@@ -507,6 +507,7 @@ ARGUMENTS = {
     'critic_lr': 'sac.critic_lr',
     'alpha_lr': 'sac.alpha_lr',
     'activation': 'sac.activation',
+    'matmul_dtype': 'sac.matmul_dtype',
 }
 
 HELP = {
@@ -536,6 +537,8 @@ HELP = {
     'critic_lr': 'Adam learning rate of the critics (after --lr)',
     'alpha_lr': 'Adam learning rate of log alpha (after --lr)',
     'activation': 'hidden activation: relu, elu, tanh or silu',
+    'matmul_dtype': "hidden layers' matrix products in the update: auto (bfloat16 on a CPU with "
+    'AVX512-BF16 or AMX), float32 or bfloat16',
 }
 
 

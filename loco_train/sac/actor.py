@@ -98,7 +98,12 @@ class SquashedGaussianActor(nn.Module):
 
     def gaussian(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Return mu (B, d) and log sigma = clip(l~, l_min, l_max) (B, d) of the latent x."""
-        z = self.head(self.trunk(obs))  # (B, 2d)
+        h = self.trunk(obs)  # (B, hidden[-1])
+        if h.dtype == torch.float32:
+            z = self.head(h)  # (B, 2d)
+        else:  # a mixed-precision update (loco_train.sac.precision): the head in float32
+            with torch.autocast(h.device.type, enabled=False):
+                z = self.head(h.float())
         mu, raw_log_sigma = z.chunk(2, dim=-1)
         return mu, raw_log_sigma.clamp(*self.log_sigma_bounds)
 

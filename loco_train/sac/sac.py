@@ -14,6 +14,7 @@ from loco_train.policy.normalizer import EmpiricalNormalizer
 from loco_train.sac.actor import SquashedGaussianActor
 from loco_train.sac.batch import Batch
 from loco_train.sac.critic import make_target, polyak_update, QEnsemble
+from loco_train.sac.precision import matmul_autocast, resolve
 
 
 @dataclass
@@ -65,6 +66,11 @@ class SACConfig:
     """Normalise observations with the running EmpiricalNormalizer (exported with the actor)."""
     compile: bool = False
     """torch.compile the critic and actor losses (forward and backward); eager if it fails."""
+    matmul_dtype: str = 'auto'
+    """Precision of the hidden layers' matrix products in update(): 'float32', 'bfloat16', or
+    'auto' (bfloat16 on a CPU with AVX512-BF16 or AMX, float32 elsewhere; see
+    loco_train.sac.precision). Weights, optimiser states, heads, targets and acting stay
+    float32."""
 
 
 def adam(params, lr: float) -> torch.optim.Optimizer:
@@ -162,6 +168,7 @@ class SAC:
         self.grad_sync = None
         self._share = 1.0  # B_r / B_total of the batch being updated on
         self._skipped = torch.zeros((), device=self.device)  # rejected batches, on the device
+        self.matmul_dtype = resolve(config.matmul_dtype, self.device)
         self._critic_loss, self._actor_loss = self.critic_loss, self.actor_loss
         if config.compile:
             self._critic_loss = compiled_or_eager(self.critic_loss)
@@ -219,10 +226,11 @@ class SAC:
         if part is not None:
             eps = eps[:, part.rows]
         self._share = B / total
-        J_Q, s, Q_mean, Q_target_mean = self._critic_loss(
-            batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated,
-            batch.discount, alpha, eps[0],
-        )  # fmt: skip
+        with matmul_autocast(self.matmul_dtype, self.device):  # backward runs outside it
+            J_Q, s, Q_mean, Q_target_mean = self._critic_loss(
+                batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated,
+                batch.discount, alpha, eps[0],
+            )  # fmt: skip
         # The step is taken only if the data, the loss and the gradient are finite.
         data_ok = batch.finite()
         critic_norm, ok = self._step(self.critic_optim, self.critic, J_Q, data_ok)
@@ -266,7 +274,8 @@ class SAC:
     def _update_actor_and_alpha(self, s, alpha, critic_ok, eps) -> dict:
         """Step the actor on J_pi, then log alpha on J_alpha (both only where critic_ok)."""
         self.critic.requires_grad_(False)  # the actor loss must not move the critics
-        J_pi, log_pi = self._actor_loss(s, alpha, eps)
+        with matmul_autocast(self.matmul_dtype, self.device):
+            J_pi, log_pi = self._actor_loss(s, alpha, eps)
         self.critic.requires_grad_(True)
         actor_norm, ok = self._step(self.actor_optim, self.actor, J_pi, critic_ok)
         # J_alpha = E[-alpha (log pi(a|s) + H_bar)], stepping log alpha.
