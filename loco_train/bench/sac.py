@@ -45,6 +45,12 @@ def add_arguments(parser) -> None:
         help='a checkout of other code (e.g. `git worktree add /tmp/sac_old HEAD~1`) whose '
         'runner is timed the same way, back to back, for --env-steps',
     )
+    parser.add_argument(
+        '--same-preset',
+        action='store_true',
+        help="time the baseline tree with this tree's ANYmal preset (its runner ignores what it "
+        'does not know, e.g. overlap) instead of its own',
+    )
 
 
 def reference_return_steps(args) -> dict:
@@ -153,8 +159,10 @@ import torch
 from loco_train.envs.vec_env import make_env
 from loco_train.runners.sac import PRESETS, RunnerConfig, SACRunner, set_option
 cfg = RunnerConfig(env='anymal', progress=False, eval_episodes=0, checkpoint_interval=0)
-for attr, value in PRESETS['anymal'].items():
-    set_option(cfg, attr, value)
+preset = {preset!r} or PRESETS['anymal']
+for attr, value in preset.items():
+    if not attr.startswith('env.'):  # environment options: the reward, not the speed
+        set_option(cfg, attr, value)
 threads = {threads} if {threads} > 0 else cfg.threads  # the preset's, as `loco-train sac` sets
 torch.set_num_threads(threads or torch.get_num_threads())
 cfg.learning_starts, cfg.log_dir = cfg.num_envs, tempfile.mkdtemp()
@@ -173,15 +181,18 @@ print(json.dumps({{'env_steps_per_s': {steps} * cfg.num_envs / seconds, 'seconds
 """
 
 
-def anymal_env_steps(tree: str, steps: int, threads: int) -> dict:
+def anymal_env_steps(tree: str, steps: int, threads: int, preset: dict | None = None) -> dict:
     """ANYmal-preset env steps per second of the runner in `tree` (a subprocess), end to end.
 
     threads: torch threads; 0 takes the preset's own (RunnerConfig.threads, 0 = all cores).
+    preset: the PRESETS['anymal'] entry to apply (None: the tree's own).
     """
     import subprocess
     import sys
 
-    script = ENV_STEPS_SCRIPT.format(tree=os.path.abspath(tree), threads=threads, steps=steps)
+    script = ENV_STEPS_SCRIPT.format(
+        tree=os.path.abspath(tree), threads=threads, steps=steps, preset=preset or {}
+    )
     done = subprocess.run(
         [sys.executable, '-c', script], capture_output=True, text=True, cwd=tree, check=False
     )
@@ -208,8 +219,13 @@ def run(args) -> int:
         # This tree with the preset's threads and with --threads, then the baseline's preset.
         runs = [(here, 0), (here, used_threads)]
         runs += [(args.baseline_tree, 0)] if args.baseline_tree else []
+        from loco_train.runners.sac import PRESETS
+
         for tree, threads_used in runs:
-            env_steps.append(anymal_env_steps(tree, args.env_steps, threads_used))
+            same = args.same_preset and tree == args.baseline_tree
+            preset = dict(PRESETS['anymal']) if same else None
+            env_steps.append(anymal_env_steps(tree, args.env_steps, threads_used, preset))
+            env_steps[-1]['preset'] = 'this tree' if same or tree == here else 'its own'
             print(f'anymal preset end to end, {tree}: {env_steps[-1]}', flush=True)
     for case in cases:
         print(
