@@ -40,13 +40,13 @@ CASE_KEYS = ('impl', 'env', 'seed', 'steps', 'eval_episodes', 'threads', 'matmul
 update's matrix products, float32 for SB3, loco's 'auto' resolved on this machine)."""
 
 
-def matmul_dtype(impl: str) -> str:
-    """The update's matrix-product precision of an implementation with its defaults, here."""
+def matmul_dtype(impl: str, choice: str = 'auto') -> str:
+    """The update's matrix-product precision of an implementation here (loco: `choice`)."""
     if impl != 'loco':
         return 'float32'
-    from loco_train.sac import precision, SACConfig
+    from loco_train.sac import precision
 
-    return str(precision.resolve(SACConfig().matmul_dtype, 'cpu')).removeprefix('torch.')
+    return str(precision.resolve(choice, 'cpu')).removeprefix('torch.')
 
 
 def case_key(case: dict) -> tuple:
@@ -72,6 +72,12 @@ def add_arguments(parser) -> None:
         '--results', default=None, help='JSON-lines file: finished runs kept, resumed from'
     )
     parser.add_argument('--plot', default=None, help='PNG of the evaluation returns per env')
+    parser.add_argument(
+        '--loco-matmul-dtype',
+        default='auto',
+        choices=('auto', 'float32', 'bfloat16'),
+        help="loco's --matmul-dtype in its training runs (default: its default, auto)",
+    )
 
 
 def _require_sb3():
@@ -105,7 +111,7 @@ def evaluate(act, env_id: str, episodes: int, seed: int) -> float:
     return float(np.mean(returns))
 
 
-def _train_loco(env_id: str, steps: int, seed: int, threads: int, log_dir: str):
+def _train_loco(env_id: str, steps: int, seed: int, threads: int, log_dir: str, dtype: str):
     """Train with `loco-train sac --env gymnasium:<ID>` defaults; return the greedy act()."""
     import argparse
 
@@ -116,7 +122,7 @@ def _train_loco(env_id: str, steps: int, seed: int, threads: int, log_dir: str):
     sac_runner.add_arguments(parser)
     argv = ['--env', f'gymnasium:{env_id}', '--total-steps', str(steps), '--seed', str(seed)]
     argv += ['--threads', str(threads), '--eval-episodes', '0', '--checkpoint-interval', '0']
-    argv += ['--log-dir', log_dir, '--no-progress']
+    argv += ['--log-dir', log_dir, '--no-progress', '--matmul-dtype', dtype]
     cfg = sac_runner.config_from_args(parser.parse_args(argv))
     torch.manual_seed(seed)
     np.random.seed(seed)
@@ -146,7 +152,8 @@ def run_case(case: dict) -> dict:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as log_dir:
         if case['impl'] == 'loco':
-            act = _train_loco(case['env'], case['steps'], case['seed'], case['threads'], log_dir)
+            act = _train_loco(case['env'], case['steps'], case['seed'], case['threads'], log_dir,
+                              case['matmul_dtype'])  # fmt: skip
         else:
             act = _train_sb3(case['env'], case['steps'], case['seed'])
         train_s = time.perf_counter() - start
@@ -340,7 +347,8 @@ def run(args) -> int:
         )
     cases = [
         dict(impl=impl, env=env_id, seed=seed, steps=args.steps, threads=args.threads,
-             eval_episodes=args.eval_episodes, matmul_dtype=matmul_dtype(impl))
+             eval_episodes=args.eval_episodes,
+             matmul_dtype=matmul_dtype(impl, args.loco_matmul_dtype))
         for env_id in envs for seed in range(args.seeds) for impl in impls
     ]  # fmt: skip
     wanted = {case_key(c) for c in cases}
