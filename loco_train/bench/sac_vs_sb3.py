@@ -40,12 +40,13 @@ CASE_KEYS = ('impl', 'env', 'seed', 'steps', 'eval_episodes', 'threads', 'matmul
 update's matrix products, float32 for SB3, loco's 'auto' resolved on this machine)."""
 
 
-def matmul_dtype(impl: str, choice: str = 'auto') -> str:
+def matmul_dtype(impl: str, choice: str | None = None) -> str:
     """The update's matrix-product precision of an implementation here (loco: `choice`)."""
     if impl != 'loco':
         return 'float32'
-    from loco_train.sac import precision
+    from loco_train.sac import precision, SACConfig
 
+    choice = choice or SACConfig().matmul_dtype
     return str(precision.resolve(choice, 'cpu')).removeprefix('torch.')
 
 
@@ -74,9 +75,9 @@ def add_arguments(parser) -> None:
     parser.add_argument('--plot', default=None, help='PNG of the evaluation returns per env')
     parser.add_argument(
         '--loco-matmul-dtype',
-        default='auto',
+        default=None,
         choices=('auto', 'float32', 'bfloat16'),
-        help="loco's --matmul-dtype in its training runs (default: its default, auto)",
+        help="loco's --matmul-dtype in its training runs (default: SACConfig's, float32)",
     )
 
 
@@ -210,6 +211,7 @@ def _filled_loco(env_id: str, rows: int, rng: np.random.Generator):
 def learner_speed(env_id: str, seconds: float) -> dict:
     """Updates per second (replay sampling included) of both learners at SB3's defaults."""
     from loco_train.sac import SAC
+    from loco_train.sac.precision import resolve
 
     rng = np.random.default_rng(0)
     sac, buf, cfg = _filled_loco(env_id, 5_000, rng)
@@ -227,11 +229,13 @@ def learner_speed(env_id: str, seconds: float) -> dict:
 
     model = _filled_sb3(env_id, 5_000, rng)
     learners = {'loco': updates(sac), 'sb3': lambda n: model.train(n, 256)}
-    if sac.matmul_dtype != torch.float32:  # the same learner with float32 products beside it
+    # The same learner in the other precision this CPU runs natively, beside the default.
+    other = 'float32' if sac.matmul_dtype != torch.float32 else 'auto'
+    if resolve(other, 'cpu') != sac.matmul_dtype:
         kw = sac.actor_kwargs
-        exact_cfg = replace(cfg, matmul_dtype='float32')
-        exact = SAC(kw['obs_dim'], kw['action_bias'], kw['action_scale'], exact_cfg)
-        learners['loco_float32'] = updates(exact)
+        other_cfg = replace(cfg, matmul_dtype=other)
+        twin = SAC(kw['obs_dim'], kw['action_bias'], kw['action_scale'], other_cfg)
+        learners['loco_' + _name(twin.matmul_dtype)] = updates(twin)
     elapsed, calls = dict.fromkeys(learners, 0.0), dict.fromkeys(learners, 0)
     for step in learners.values():
         step(20)  # warm-up
@@ -246,10 +250,15 @@ def learner_speed(env_id: str, seconds: float) -> dict:
             elapsed[name] += time.perf_counter() - start
     rates = {name: round(calls[name] / elapsed[name], 1) for name in learners}
     rates['ratio'] = round(rates['loco'] / rates['sb3'], 3)
-    rates['matmul_dtype'] = str(sac.matmul_dtype).removeprefix('torch.')
-    if 'loco_float32' in rates:
-        rates['ratio_float32'] = round(rates['loco_float32'] / rates['sb3'], 3)
+    rates['matmul_dtype'] = _name(sac.matmul_dtype)
+    for name in [n for n in rates if n.startswith('loco_')]:
+        rates['ratio_' + name.removeprefix('loco_')] = round(rates[name] / rates['sb3'], 3)
     return rates
+
+
+def _name(dtype: torch.dtype) -> str:
+    """'float32' for torch.float32."""
+    return str(dtype).removeprefix('torch.')
 
 
 def _run_cases(cases: list[dict], jobs: int):
@@ -341,7 +350,7 @@ def run(args) -> int:
         print(
             f'learner at SB3 defaults on {envs[0]}, {args.threads} torch thread(s): '
             f'loco {speed["loco"]} updates/s ({speed["matmul_dtype"]} products'
-            + (f', {speed["loco_float32"]} in float32' if 'loco_float32' in speed else '')
+            + ''.join(f', {v} in {k[5:]}' for k, v in speed.items() if k.startswith('loco_'))
             + f'), sb3 {speed["sb3"]} updates/s ({speed["ratio"]}x)',
             flush=True,
         )

@@ -13,7 +13,8 @@ import sys
 import torch
 
 CHOICES = ('auto', 'float32', 'bfloat16')
-"""SACConfig.matmul_dtype values; 'auto' is bfloat16 on a CPU with native units, else float32."""
+"""SACConfig.matmul_dtype values (default float32); 'auto' is bfloat16 on a CPU with native
+units, else float32."""
 
 
 def native_bf16_cpu() -> bool:

@@ -66,11 +66,12 @@ class SACConfig:
     """Normalise observations with the running EmpiricalNormalizer (exported with the actor)."""
     compile: bool = False
     """torch.compile the critic and actor losses (forward and backward); eager if it fails."""
-    matmul_dtype: str = 'auto'
+    matmul_dtype: str = 'float32'
     """Precision of the hidden layers' matrix products in update(): 'float32', 'bfloat16', or
     'auto' (bfloat16 on a CPU with AVX512-BF16 or AMX, float32 elsewhere; see
     loco_train.sac.precision). Weights, optimiser states, heads, targets and acting stay
-    float32."""
+    float32. float32 by default: bfloat16 runs 1.6x faster here but lowered HalfCheetah's return
+    at 50k steps (docs/benchmarks.md#sac)."""
 
 
 def adam(params, lr: float) -> torch.optim.Optimizer:
@@ -254,7 +255,9 @@ class SAC:
 
     def critic_loss(self, obs, action, reward, next_obs, terminated, discount, alpha, eps_next):
         """J_Q (paper Sec. 3.1) and what the update reuses: (J_Q, s, mean Q, mean Q_target)."""
-        with torch.no_grad():
+        # The target in float32 even under a bfloat16 autocast: its rounding (about 0.2 % of Q)
+        # would be regression noise of the size of late TD errors.
+        with torch.no_grad(), torch.autocast(self.device.type, enabled=False):
             s, s_next = self.normalize(obs), self.normalize(next_obs)  # (B, o)
             # V(s~) = min_i Q_thetabar_i(s~, a~) - alpha log pi(a~|s~), a~ ~ pi(.|s~): (B,)
             a_next, log_pi_next = self.actor.sample(s_next, eps=eps_next)
