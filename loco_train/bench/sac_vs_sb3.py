@@ -37,7 +37,7 @@ HEARTBEAT_S = 300.0
 
 CASE_KEYS = ('impl', 'env', 'seed', 'steps', 'eval_episodes', 'threads', 'matmul_dtype')
 """What identifies a training run in a --results file (matmul_dtype: the precision of the
-update's matrix products, float32 for SB3, loco's 'auto' resolved on this machine)."""
+update's matrix products: float32 for SB3, loco's --loco-matmul-dtype resolved here)."""
 
 
 def matmul_dtype(impl: str, choice: str | None = None) -> str:
@@ -46,8 +46,7 @@ def matmul_dtype(impl: str, choice: str | None = None) -> str:
         return 'float32'
     from loco_train.sac import precision, SACConfig
 
-    choice = choice or SACConfig().matmul_dtype
-    return str(precision.resolve(choice, 'cpu')).removeprefix('torch.')
+    return _name(precision.resolve(choice or SACConfig().matmul_dtype, 'cpu'))
 
 
 def case_key(case: dict) -> tuple:
