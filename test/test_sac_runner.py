@@ -200,6 +200,7 @@ def test_gymnasium_ids_get_the_sb3_like_preset_and_pendulum_its_own():
     assert hopper.num_envs == 1 and hopper.sac.utd_ratio == 1.0 and hopper.sac.n_step == 1
     assert hopper.sac.critic_hidden == (256, 256) and hopper.sac.critic_lr == 3e-4
     assert hopper.learning_starts == hopper.random_steps == 100 and hopper.overlap
+    assert hopper.sac.matmul_dtype == 'float32'  # the default SB3 is compared against
     pendulum = sac_runner.config_from_args(parser.parse_args(['--env', 'gymnasium:Pendulum-v1']))
     assert pendulum.num_envs == 4 and pendulum.sac.utd_ratio == 0.25 and pendulum.overlap
     flags = ['--env', 'gymnasium:Hopper-v5', '--utd-ratio', '0.5', '--overlap', '0']
@@ -260,6 +261,9 @@ def test_the_anymal_preset_is_the_walking_recipe_and_a_reward_flag_wins():
     assert cfg.num_envs == 512 and cfg.sac.n_step == 5 and cfg.sac.gamma == 0.97
     assert cfg.sac.actor_hidden == (256, 128, 64) and cfg.sac.activation == 'silu'
     assert cfg.sac.batch_size * cfg.sac.utd_ratio == 16  # replay ratio 16 per transition
+    assert cfg.sac.matmul_dtype == 'float32'  # bfloat16 is opt-in (docs/training.md)
+    flagged_dtype = parser.parse_args(['--env', 'anymal', '--matmul-dtype', 'bfloat16'])
+    assert sac_runner.config_from_args(flagged_dtype).sac.matmul_dtype == 'bfloat16'
     extra = sac_runner.preset_env_options('anymal', env_overrides(args))
     assert parse_overrides(extra['reward_overrides']) == {'feet_air_time': 0.125}
     flagged = parser.parse_args(

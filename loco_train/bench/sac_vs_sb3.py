@@ -141,7 +141,10 @@ def _train_sb3(env_id: str, steps: int, seed: int):
     import gymnasium as gym
 
     sb3 = _require_sb3()
+    from stable_baselines3.common.logger import Logger
+
     model = sb3.SAC('MlpPolicy', gym.make(env_id), seed=seed, device='cpu', verbose=0)
+    model.set_logger(Logger(None, []))  # learn() would otherwise make a /tmp/SB3-* folder
     model.learn(total_timesteps=steps)
     return lambda obs: model.predict(obs, deterministic=True)[0]
 
@@ -171,10 +174,10 @@ def _filled_sb3(env_id: str, rows: int, rng: np.random.Generator):
     import gymnasium as gym
 
     sb3 = _require_sb3()
-    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.logger import Logger
 
     model = sb3.SAC('MlpPolicy', gym.make(env_id), seed=0, device='cpu', verbose=0)
-    model.set_logger(configure(None, []))
+    model.set_logger(Logger(None, []))  # no folder
     o, d = model.observation_space.shape[0], model.action_space.shape[0]
     for _ in range(rows):
         model.replay_buffer.add(

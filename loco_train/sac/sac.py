@@ -70,8 +70,9 @@ class SACConfig:
     """Precision of the hidden layers' matrix products in update(): 'float32', 'bfloat16', or
     'auto' (bfloat16 on a CPU with AVX512-BF16 or AMX, float32 elsewhere; see
     loco_train.sac.precision). Weights, optimiser states, heads, targets and acting stay
-    float32. float32 by default: bfloat16 runs 1.6x faster here but lowered HalfCheetah's return
-    at 50k steps (docs/benchmarks.md#sac)."""
+    float32. float32 by default: bfloat16 runs 1.6x faster here, but at 50k steps its Hopper
+    seeds fell below Stable-Baselines3's mean and an ANYmal seed stopped passing the walking
+    evaluation (docs/training.md)."""
 
 
 def adam(params, lr: float) -> torch.optim.Optimizer:
