@@ -40,6 +40,15 @@ LONG_RUNS = {
 TOLERANCE = 2e-5
 """float32 sums in another order (gradients and normaliser moments summed over ranks)."""
 
+ADAM_TOLERANCE = 1e-4
+"""SHAC's weights after Adam steps of lr 2e-3: Adam divides each gradient by its own running
+magnitude, so where a gradient is near eps (1e-8) the rounding of the rank sum moves that weight
+by a few percent of a step (5.9e-5 seen on one host, with the moments equal to 1e-5). The
+gradients themselves are held tighter, through Adam's moments (MOMENT_TOLERANCE)."""
+
+MOMENT_TOLERANCE = 1e-4
+"""Adam's first and second moments of two runs, relative to each tensor's largest."""
+
 
 def _environ(**extra):
     """The test's environment for the spawned processes: one torch thread, short timeouts."""
@@ -110,6 +119,18 @@ def _max_difference(a, b, parts=('actor', 'critic', 'target_critic', 'normalizer
     return worst
 
 
+def _moment_difference(a, b, optimizers=('actor_opt', 'critic_opt')):
+    """Largest difference of Adam's moments of two SHAC states, relative to each tensor's max."""
+    worst = 0.0
+    for name in optimizers:
+        for key, state in a[name]['state'].items():
+            for moment in ('exp_avg', 'exp_avg_sq'):
+                x, y = state[moment].double(), b[name]['state'][key][moment].double()
+                scale = max(float(x.abs().max()), 1e-30)
+                worst = max(worst, float((x - y).abs().max()) / scale)
+    return worst
+
+
 def test_population_rows_equal_one_process_through_resets():
     """Ranks' environments are rows of the one-process population, resets and pushes included."""
     config = dict(episode_s=0.3)  # 15 control steps: every environment resets twice below
@@ -155,7 +176,9 @@ def test_two_ranks_equal_one_rank_after_one_update(tmp_path):
     assert (one['world_size'], two['world_size']) == (1, 2)
     assert one['env_steps'] == two['env_steps'] == 8 * 4
     a, b = _shac_state(one['checkpoint']), _shac_state(two['checkpoint'])
-    assert _max_difference(a, b) < TOLERANCE
+    assert _max_difference(a, b) < ADAM_TOLERANCE
+    assert _moment_difference(a, b) < MOMENT_TOLERANCE  # the summed gradients
+    assert _max_difference(a, b, ('normalizer',)) < TOLERANCE
     assert float(a['normalizer']['count']) == float(b['normalizer']['count']) == 8 * 4
 
     # --resume loads on every rank: one more window from the 1-process checkpoint, both ways
@@ -164,7 +187,8 @@ def test_two_ranks_equal_one_rank_after_one_update(tmp_path):
     c = _shac_state(tmp_path / 'one_resumed' / 'checkpoint.pt')
     d = _shac_state(tmp_path / 'two_resumed' / 'checkpoint.pt')
     assert c['iterations'] == d['iterations'] == 2
-    assert _max_difference(c, d) < TOLERANCE
+    assert _max_difference(c, d) < ADAM_TOLERANCE
+    assert _moment_difference(c, d) < MOMENT_TOLERANCE
     assert _max_difference(a, c) > 100 * TOLERANCE
 
 
@@ -176,7 +200,8 @@ def test_update_differs_with_other_environments(tmp_path):
         argv = [sys.executable, '-m', 'loco_train.cli', 'shac', *SHAC_ARGS, '--iterations=1']
         runs.append(_summary(_run(argv + [f'--seed={seed}', f'--log-dir={log_dir}'])))
     a, b = (_shac_state(run['checkpoint']) for run in runs)
-    assert _max_difference(a, b) > 100 * TOLERANCE
+    assert _max_difference(a, b) > 20 * ADAM_TOLERANCE
+    assert _moment_difference(a, b) > 1000 * MOMENT_TOLERANCE
 
 
 def _children():
