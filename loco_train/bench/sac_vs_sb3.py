@@ -136,8 +136,8 @@ def _train_loco(env_id: str, steps: int, seed: int, threads: int, log_dir: str, 
     return lambda obs: sac.act(torch.from_numpy(obs)[None], deterministic=True)[0].numpy()
 
 
-def _train_sb3(env_id: str, steps: int, seed: int):
-    """Train stable_baselines3.SAC('MlpPolicy') with its defaults; return the greedy act()."""
+def _sb3_sac(env_id: str, seed: int):
+    """stable_baselines3.SAC('MlpPolicy') with its defaults on the CPU, logging nowhere."""
     import gymnasium as gym
 
     sb3 = _require_sb3()
@@ -145,6 +145,12 @@ def _train_sb3(env_id: str, steps: int, seed: int):
 
     model = sb3.SAC('MlpPolicy', gym.make(env_id), seed=seed, device='cpu', verbose=0)
     model.set_logger(Logger(None, []))  # learn() would otherwise make a /tmp/SB3-* folder
+    return model
+
+
+def _train_sb3(env_id: str, steps: int, seed: int):
+    """Train stable_baselines3.SAC('MlpPolicy') with its defaults; return the greedy act()."""
+    model = _sb3_sac(env_id, seed)
     model.learn(total_timesteps=steps)
     return lambda obs: model.predict(obs, deterministic=True)[0]
 
@@ -171,13 +177,7 @@ def run_case(case: dict) -> dict:
 
 def _filled_sb3(env_id: str, rows: int, rng: np.random.Generator):
     """SB3 SAC with default settings and `rows` random transitions in its replay buffer."""
-    import gymnasium as gym
-
-    sb3 = _require_sb3()
-    from stable_baselines3.common.logger import Logger
-
-    model = sb3.SAC('MlpPolicy', gym.make(env_id), seed=0, device='cpu', verbose=0)
-    model.set_logger(Logger(None, []))  # no folder
+    model = _sb3_sac(env_id, seed=0)
     o, d = model.observation_space.shape[0], model.action_space.shape[0]
     for _ in range(rows):
         model.replay_buffer.add(

@@ -71,8 +71,8 @@ class SACConfig:
     'auto' (bfloat16 on a CPU with AVX512-BF16 or AMX, float32 elsewhere; see
     loco_train.sac.precision). Weights, optimiser states, heads, targets and acting stay
     float32. float32 by default: bfloat16 runs 1.6x faster here, but at 50k steps its Hopper
-    seeds fell below Stable-Baselines3's mean and an ANYmal seed stopped passing the walking
-    evaluation (docs/training.md)."""
+    mean fell below Stable-Baselines3's and its ANYmal run gave no checkpoint that passes the
+    walking evaluation (docs/training.md)."""
 
 
 def adam(params, lr: float) -> torch.optim.Optimizer:
