@@ -111,6 +111,7 @@ def _warp_rates(model, n, args):
     both = steps / _timed(forward_backward, args.seconds)
     _status(f'warp {args.device} N={n}: forward+backward {both:,.0f} env-substeps/s')
     return {
+        'graphs_captured': len(sim.graphs.captured()) if sim.graphs.enabled else 0,
         'forward': round(fwd),
         'forward_window': round(same),
         'forward_backward': round(both),

@@ -210,7 +210,7 @@ def add_observation_noise(obs, scale, generator=None):
     if not torch.any(scale > 0):
         return obs
     u = torch.rand(obs.shape, generator=generator, dtype=obs.dtype).to(obs.device)  # CPU draw
-    return obs + (2.0 * u - 1.0) * scale
+    return obs + (2.0 * u - 1.0) * scale.to(obs.device)
 
 
 def push_mask(num_envs, dt, config, generator=None):

@@ -15,8 +15,6 @@ task provides this interface natively; gymnasium environments get it from Gymnas
 import importlib
 from typing import Protocol
 
-import gymnasium as gym
-from gymnasium.vector import AutoresetMode
 import numpy as np
 import torch
 
@@ -57,6 +55,9 @@ class GymnasiumVecEnv:
     """
 
     def __init__(self, env_id: str, num_envs: int = 1, device='cpu', seed: int | None = None):
+        import gymnasium as gym  # only gymnasium's tasks need it
+        from gymnasium.vector import AutoresetMode
+
         self.envs = gym.make_vec(
             env_id,
             num_envs=num_envs,

@@ -230,10 +230,12 @@ class ShacRunner:
             self.shac.set_progress(self.shac.iterations / max(1, cfg.iterations))
             obs, metrics, batch = self.shac.train_window(env, obs)
             returns, lengths = [], []
-            for t in range(batch['reward'].shape[0]):
-                running += batch['reward'][t].cpu()
+            rewards = batch['reward'].cpu()  # (T, N): one copy from the device per window
+            ended = (batch['terminated'] | batch['truncated']).cpu()
+            for t in range(rewards.shape[0]):
+                running += rewards[t]
                 length += 1
-                done = (batch['terminated'][t] | batch['truncated'][t]).cpu()
+                done = ended[t]
                 if bool(done.any()):
                     returns.extend(running[done].tolist())
                     lengths.extend(length[done].tolist())

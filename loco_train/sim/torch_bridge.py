@@ -288,7 +288,10 @@ class TorchSim:
         previous = self.tensor(previous).expand(n, HISTORY, nu)
         if not torch.isfinite(previous).all():
             raise ValueError('step: previous joint targets are not finite')
-        tau_ff = torch.zeros(n, nu, dtype=self.dtype) if tau_ff is None else self.tensor(tau_ff)
+        if tau_ff is None:
+            tau_ff = torch.zeros(n, nu, dtype=self.dtype, device=self.device)
+        else:
+            tau_ff = self.tensor(tau_ff)
         values = dict(self._param_views)  # copied into the step's own arrays when it runs
         for name, value in (params or {}).items():
             value = self.tensor(value).expand_as(values[name])
