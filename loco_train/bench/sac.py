@@ -26,6 +26,15 @@ def add_arguments(parser) -> None:
     parser.add_argument('--device', default='cpu', help='torch device')
     parser.add_argument('--threads', type=int, default=1, help='torch threads (0: default)')
     parser.add_argument('--skip-preset', action='store_true', help='only the default config')
+    parser.add_argument(
+        '--compile', action='store_true', help='torch.compile the losses (SACConfig.compile)'
+    )
+    parser.add_argument(
+        '--profile',
+        action='store_true',
+        help='also count, per update, operators, kernel launches, host waits and device time '
+        '(torch.profiler)',
+    )
     parser.add_argument('--sac-run', default='', help='`loco-train sac --env anymal` run dir')
     parser.add_argument('--ppo-run', default='', help='`loco-train ppo` run dir, same reward')
     parser.add_argument('--fraction', type=float, default=0.9, help='of PPO final return')
@@ -126,7 +135,56 @@ def _rate(step, seconds: float, device) -> tuple[float, int]:
     return calls / (time.perf_counter() - start), calls
 
 
-def measure(name: str, cfg: SACConfig, seconds: float, device) -> dict:
+def profile_updates(sac: SAC, batch, device, updates: int = 20) -> dict:
+    """Per update: host time to submit, time to finish, operators, launches, waits, device time.
+
+    A waiting call (a stream or device synchronisation, a copy to the host) stops the host from
+    running ahead of the device; on a GPU the update is bound by the host when submitting it takes
+    about as long as finishing it.
+    """
+    from torch.profiler import profile, ProfilerActivity
+
+    cuda = torch.device(device).type == 'cuda'
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    for _ in range(3):
+        sac.update(batch)
+    sync()
+    start = time.perf_counter()
+    for _ in range(updates):
+        sac.update(batch)
+    submitted = time.perf_counter() - start
+    sync()
+    finished = time.perf_counter() - start
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(updates):
+            sac.update(batch)
+        sync()
+    events = prof.key_averages()
+
+    def count(names):
+        return sum(e.count for e in events if e.key in names) / updates
+
+    launches = {'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx'}
+    waits = {'cudaStreamSynchronize', 'cudaDeviceSynchronize', 'cudaEventSynchronize'}
+    device_us = sum(
+        getattr(e, 'self_device_time_total', 0.0)
+        for e in events
+        if str(getattr(e, 'device_type', '')).endswith('CUDA')
+    )
+    return {
+        'submit_ms': round(1e3 * submitted / updates, 3),
+        'finish_ms': round(1e3 * finished / updates, 3),
+        'operators': count({e.key for e in events if e.key.startswith('aten::')}),
+        'kernel_launches': count(launches),
+        'host_waits': count(waits),
+        'scalar_reads': count({'aten::_local_scalar_dense'}),
+        'copies_to_host': count({'cudaMemcpyAsync', 'cudaMemcpy'}),
+        'device_kernel_ms': round(device_us / 1e3 / updates, 3),
+    }
+
+
+def measure(name: str, cfg: SACConfig, seconds: float, device, profiled: bool = False) -> dict:
     """Updates per second of one configuration, with and without replay sampling."""
     torch.manual_seed(0)
     b, c = anymal_action_bounds()
@@ -137,7 +195,8 @@ def measure(name: str, cfg: SACConfig, seconds: float, device) -> dict:
     full_rate, n_full = _rate(
         lambda: sac.update(buf.sample(cfg.batch_size, cfg.n_step, cfg.gamma)), seconds, device
     )
-    return {
+    extra = {'profile': profile_updates(sac, batch, device)} if profiled else {}
+    return extra | {
         'config': name,
         'actor_hidden': list(cfg.actor_hidden),
         'critic_hidden': list(cfg.critic_hidden),
@@ -207,10 +266,11 @@ def run(args) -> int:
     try:
         torch.set_num_threads(args.threads or threads)
         used_threads = torch.get_num_threads()
-        cases = [measure('default', SACConfig(), args.seconds, args.device)]
+        base = SACConfig(compile=args.compile)
+        cases = [measure('default', base, args.seconds, args.device, args.profile)]
         if not args.skip_preset:
-            preset = anymal_preset_config()
-            cases.append(measure('anymal_preset', preset, args.seconds, args.device))
+            preset = replace(anymal_preset_config(), compile=args.compile)
+            cases.append(measure('anymal_preset', preset, args.seconds, args.device, args.profile))
     finally:
         torch.set_num_threads(threads)
     env_steps = []
@@ -236,6 +296,7 @@ def run(args) -> int:
         'bench': 'sac',
         'device': str(args.device),
         'torch_threads': used_threads,
+        'compile': args.compile,
         'obs_dim': spec.OBS_DIM,
         'action_dim': spec.ACTION_DIM,
         'cases': cases,
