@@ -30,6 +30,11 @@ def add_arguments(parser) -> None:
         '--compile', action='store_true', help='torch.compile the losses (SACConfig.compile)'
     )
     parser.add_argument(
+        '--cuda-graphs',
+        action='store_true',
+        help='replay each update from a CUDA graph (SACConfig.cuda_graphs)',
+    )
+    parser.add_argument(
         '--profile',
         action='store_true',
         help='also count, per update, operators, kernel launches, host waits and device time '
@@ -266,10 +271,12 @@ def run(args) -> int:
     try:
         torch.set_num_threads(args.threads or threads)
         used_threads = torch.get_num_threads()
-        base = SACConfig(compile=args.compile)
+        base = SACConfig(compile=args.compile, cuda_graphs=args.cuda_graphs)
         cases = [measure('default', base, args.seconds, args.device, args.profile)]
         if not args.skip_preset:
-            preset = replace(anymal_preset_config(), compile=args.compile)
+            preset = replace(
+                anymal_preset_config(), compile=args.compile, cuda_graphs=args.cuda_graphs
+            )
             cases.append(measure('anymal_preset', preset, args.seconds, args.device, args.profile))
     finally:
         torch.set_num_threads(threads)
@@ -297,6 +304,7 @@ def run(args) -> int:
         'device': str(args.device),
         'torch_threads': used_threads,
         'compile': args.compile,
+        'cuda_graphs': args.cuda_graphs,
         'obs_dim': spec.OBS_DIM,
         'action_dim': spec.ACTION_DIM,
         'cases': cases,

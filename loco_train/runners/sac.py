@@ -103,6 +103,8 @@ class SACRunner:
                 raise ValueError(f'rank {self.ranks.rank} has {env.num_envs} envs, not {count}')
             if config.sac.compile:  # each rank's part of a batch changes size every update
                 raise ValueError('--compile is not supported under torchrun')
+            if config.sac.cuda_graphs:  # the same, and the gradients' all-reduce is not captured
+                raise ValueError('--cuda-graphs is not supported under torchrun')
             if config.sac.batch_size < 16 * K:
                 size = config.sac.batch_size
                 raise ValueError(f'--batch-size {size} is below 16 per rank over {K} ranks')
@@ -660,6 +662,11 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         '--compile', action='store_true', help='torch.compile the critic and actor losses'
     )
+    parser.add_argument(
+        '--cuda-graphs',
+        action='store_true',
+        help='replay each update from a captured CUDA graph (CUDA, float32, one process)',
+    )
     add_override_argument(parser)
     add_command_argument(parser)
     add_randomize_argument(parser)
@@ -683,6 +690,8 @@ def config_from_args(args) -> RunnerConfig:
             set_option(cfg, attr, getattr(args, flag))
     if getattr(args, 'compile', False):
         cfg.sac.compile = True
+    if getattr(args, 'cuda_graphs', False):
+        cfg.sac.cuda_graphs = True
     if getattr(args, 'overlap', None) is not None:
         cfg.overlap = bool(args.overlap)
     if getattr(args, 'critic_layer_norm', None) is not None:

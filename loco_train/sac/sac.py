@@ -14,6 +14,7 @@ from loco_train.policy.normalizer import EmpiricalNormalizer
 from loco_train.sac.actor import SquashedGaussianActor
 from loco_train.sac.batch import Batch
 from loco_train.sac.critic import make_target, polyak_update, QEnsemble
+from loco_train.sac.graphs import GraphedUpdate
 from loco_train.sac.precision import matmul_autocast, resolve
 
 
@@ -66,6 +67,9 @@ class SACConfig:
     """Normalise observations with the running EmpiricalNormalizer (exported with the actor)."""
     compile: bool = False
     """torch.compile the critic and actor losses (forward and backward); eager if it fails."""
+    cuda_graphs: bool = False
+    """Replay update() from captured CUDA graphs (loco_train.sac.graphs): CUDA only, float32
+    products, one batch size; a GPU update is otherwise bound by its ~330 kernel launches."""
     matmul_dtype: str = 'float32'
     """Precision of the hidden layers' matrix products in update(): 'float32', 'bfloat16', or
     'auto' (bfloat16 on a CPU with AVX512-BF16 or AMX, float32 elsewhere; see
@@ -175,6 +179,7 @@ class SAC:
         if config.compile:
             self._critic_loss = compiled_or_eager(self.critic_loss)
             self._actor_loss = compiled_or_eager(self.actor_loss)
+        self._graphed = GraphedUpdate(self) if config.cuda_graphs else None
 
     @property
     def num_skipped(self) -> int:
@@ -216,9 +221,15 @@ class SAC:
         that update the actor (every actor_update_interval-th). generator: the noise of a~ and
         a (None: torch's global one).
         """
-        batch = batch.to(self.device)
-        alpha = self.alpha
         self.num_calls += 1
+        with_actor = self.num_calls % self.cfg.actor_update_interval == 0
+        if self._graphed is not None:
+            return self._graphed(batch, generator, with_actor)
+        return self._update_body(batch.to(self.device), generator, with_actor)
+
+    def _update_body(self, batch: Batch, generator, with_actor: bool) -> dict:
+        """The update of one call, on a batch on the device (what a CUDA graph captures)."""
+        alpha = self.alpha
         # eps~ for a~ ~ pi(.|s~) and eps for a ~ pi(.|s): (2, B, d), drawn outside compiled code.
         # A rank's part of a global batch draws the global noise and keeps its own rows.
         B, d = batch.action.shape
@@ -242,7 +253,7 @@ class SAC:
             'value/q_target_mean': Q_target_mean,
             'grad_norm/critic': critic_norm,
         }
-        if self.num_calls % self.cfg.actor_update_interval == 0:
+        if with_actor:
             metrics.update(self._update_actor_and_alpha(s, alpha, ok, eps[1]))
         # thetabar <- tau theta + (1 - tau) thetabar; tau -> 0 where the critic step was skipped.
         polyak_update(self.critic_target, self.critic, self.cfg.tau * ok)
@@ -344,3 +355,5 @@ class SAC:
         skipped = int(state['num_skipped'])
         self.num_calls = int(state.get('num_calls', int(state['num_updates']) + skipped))
         self._skipped.fill_(skipped)
+        if self._graphed is not None:  # the optimisers' states are new tensors: capture again
+            self._graphed = GraphedUpdate(self)
