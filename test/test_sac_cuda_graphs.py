@@ -3,6 +3,8 @@
 The equality tests need a GPU and skip without one (tools/cuda/bench.sh runs them there).
 """
 
+import io
+
 import pytest
 import torch
 
@@ -16,7 +18,7 @@ needs_cuda = pytest.mark.skipif(not CUDA, reason='CUDA graphs need a CUDA device
 def _batch(rows: int, seed: int, device) -> Batch:
     g = torch.Generator().manual_seed(seed)
     o, d = spec.OBS_DIM, spec.ACTION_DIM
-    b, c = anymal_action_bounds()
+    b, c = (torch.as_tensor(x, dtype=torch.float32) for x in anymal_action_bounds())
     return Batch(
         obs=torch.randn(rows, o, generator=g),
         action=b + c * (2 * torch.rand(rows, d, generator=g) - 1),
@@ -96,9 +98,11 @@ def test_a_loaded_state_is_captured_again():
     eager, graphed = _pair()
     for step in range(6):
         graphed.update(_batch(256, step, 'cuda'))
-    state = graphed.state_dict()
-    eager.load_state_dict(state)
-    graphed.load_state_dict(state)
+    saved = io.BytesIO()  # a checkpoint's round trip: both load copies, not shared tensors
+    torch.save(graphed.state_dict(), saved)
+    for sac in (eager, graphed):
+        saved.seek(0)
+        sac.load_state_dict(torch.load(saved, map_location='cuda', weights_only=False))
     gens = [torch.Generator('cuda').manual_seed(3) for _ in range(2)]
     for step in range(6, 12):
         m_eager = eager.update(_batch(256, step, 'cuda'), gens[0])
