@@ -127,8 +127,11 @@ def _filled_buffer(cfg: SACConfig, device) -> ReplayBuffer:
 
 
 def _rate(step, seconds: float, device) -> tuple[float, int]:
-    """Run step() for about `seconds` after a short warm-up; return (calls per second, calls)."""
-    for _ in range(3):
+    """Run step() for about `seconds` after a warm-up; return (calls per second, calls).
+
+    The warm-up covers cuda_graphs' eager calls and captures (3 of each kind, then one).
+    """
+    for _ in range(10):
         step()
     sync = torch.cuda.synchronize if torch.device(device).type == 'cuda' else (lambda: None)
     sync()
@@ -167,8 +170,8 @@ def profile_updates(sac: SAC, batch, device, updates: int = 20) -> dict:
         sync()
     events = prof.key_averages()
 
-    def count(names):
-        return sum(e.count for e in events if e.key in names) / updates
+    def count(names, less=0):
+        return max(0, sum(e.count for e in events if e.key in names) - less) / updates
 
     launches = {'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx'}
     waits = {'cudaStreamSynchronize', 'cudaDeviceSynchronize', 'cudaEventSynchronize'}
@@ -182,9 +185,11 @@ def profile_updates(sac: SAC, batch, device, updates: int = 20) -> dict:
         'finish_ms': round(1e3 * finished / updates, 3),
         'operators': count({e.key for e in events if e.key.startswith('aten::')}),
         'kernel_launches': count(launches),
-        'host_waits': count(waits),
+        'graph_launches': count({'cudaGraphLaunch'}),
+        'host_waits': count(waits, less=1),  # the profile's own closing synchronisation
         'scalar_reads': count({'aten::_local_scalar_dense'}),
-        'copies_to_host': count({'cudaMemcpyAsync', 'cudaMemcpy'}),
+        'copies': count({'cudaMemcpyAsync', 'cudaMemcpy'}),  # any direction
+        'copies_to_host': count({e.key for e in events if e.key.startswith('Memcpy DtoH')}),
         'device_kernel_ms': round(device_us / 1e3 / updates, 3),
     }
 

@@ -204,6 +204,7 @@ class FineTuner:
         cfg.utd_ratio, cfg.max_grad_norm = config.utd_ratio, config.max_grad_norm
         cfg.actor_update_interval = config.actor_update_interval
         cfg.compile = False  # no torch.compile beside the exporter's tracing
+        cfg.cuda_graphs = False  # the learning rates are set below, after loading
         sac = SAC(
             kwargs.get('obs_dim', spec.OBS_DIM),
             kwargs['action_bias'],

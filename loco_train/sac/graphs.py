@@ -7,10 +7,10 @@ the critic step with the actor and temperature steps (the delayed actor's calls)
 copied into fixed input tensors, so a graph serves one batch size; a batch of another size, or a
 rank's part of a global batch, runs eagerly. The first `warmup` calls of each kind run eagerly
 on a side stream (optimiser state, library handles); the next one is captured, then replayed.
-A capture that fails is reported once and every later update runs eagerly.
+What a graph holds is fixed at its capture: learning rates, tau, the target entropy and the
+clip norm are read then, so changing them later needs a new SAC (or load_state_dict). A capture
+that fails raises: the update does not silently continue another way.
 """
-
-import warnings
 
 import torch
 
@@ -35,17 +35,17 @@ class GraphedUpdate:
                 group['capturable'] = True
         self.sac = sac
         self.warmup = warmup
+        self.stream = torch.cuda.Stream(sac.device)  # warm-up and capture run on it
         self.static: Batch | None = None  # fixed input tensors, the size of the first batch
         self.generator = None  # the generator the graphs draw from (None: the default one)
         self.graphs = {}  # with_actor -> (graph, metric names, (K,) metric values it writes)
         self.eager_calls = {False: 0, True: 0}
-        self.failed = False
 
     def __call__(self, batch: Batch, generator, with_actor: bool) -> dict:
         """One update on `batch`: replayed where possible; metrics as SAC.update returns them."""
         sac = self.sac
         batch = batch.to(sac.device)
-        if self.failed or batch.part is not None or sac.grad_sync is not None:
+        if batch.part is not None or sac.grad_sync is not None:
             return sac._update_body(batch, generator, with_actor)
         if self.static is None:
             self.static = Batch(**{n: getattr(batch, n).clone() for n in Batch.tensor_fields()})
@@ -54,48 +54,45 @@ class GraphedUpdate:
             return sac._update_body(batch, generator, with_actor)
         if generator is not self.generator:
             raise ValueError('cuda_graphs: every update must draw from the same generator')
-        for name in Batch.tensor_fields():
-            getattr(self.static, name).copy_(getattr(batch, name))
-        if with_actor not in self.graphs:
-            if self.eager_calls[with_actor] < self.warmup:
-                self.eager_calls[with_actor] += 1
-                return self._side_stream(generator, with_actor)
-            if not self._capture(generator, with_actor):
-                return sac._update_body(self.static, generator, with_actor)
-        graph, names, values = self.graphs[with_actor]
-        graph.replay()
-        return dict(zip(names, values.clone().unbind()))  # the next replay overwrites values
+        with torch.cuda.device(sac.device):  # graphs and streams of this device, from any thread
+            for name in Batch.tensor_fields():
+                getattr(self.static, name).copy_(getattr(batch, name))
+            if with_actor not in self.graphs:
+                if self.eager_calls[with_actor] < self.warmup:
+                    self.eager_calls[with_actor] += 1
+                    return self._side_stream(generator, with_actor)
+                self._capture(generator, with_actor)
+            graph, names, values = self.graphs[with_actor]
+            graph.replay()
+            return dict(zip(names, values.clone().unbind()))  # the next replay overwrites values
 
     def _side_stream(self, generator, with_actor: bool) -> dict:
-        """An eager update on a side stream, ordered with the current stream both ways."""
+        """An eager update on the side stream, ordered with the current stream both ways."""
         current = torch.cuda.current_stream(self.sac.device)
-        side = torch.cuda.Stream(self.sac.device)
-        side.wait_stream(current)
-        with torch.cuda.stream(side):
+        self.stream.wait_stream(current)
+        with torch.cuda.stream(self.stream):
             metrics = self.sac._update_body(self.static, generator, with_actor)
-        current.wait_stream(side)
+        current.wait_stream(self.stream)
         return metrics
 
-    def _capture(self, generator, with_actor: bool) -> bool:
-        """Capture one update into a graph (nothing runs); False if the device refused."""
+    def _capture(self, generator, with_actor: bool) -> None:
+        """Capture one update into a graph (nothing runs yet); raise if the device refuses."""
         graph = torch.cuda.CUDAGraph()
+        if generator is not None:
+            graph.register_generator_state(generator)
+        torch.cuda.synchronize(self.sac.device)
         try:
-            if generator is not None:
-                graph.register_generator_state(generator)
-            torch.cuda.synchronize(self.sac.device)
-            with torch.cuda.graph(graph, capture_error_mode='thread_local'):
-                metrics = self.sac._update_body(self.static, generator, with_actor)
-                names = list(metrics)
-                values = torch.stack([metrics[n].float().reshape(()) for n in names])
-        except Exception as error:  # a driver or operator that cannot be captured: eager
-            warnings.warn(
-                f'CUDA graph capture of the SAC update failed ({error}); updating eagerly',
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            self.failed = True
-            self.graphs.clear()
-            self.sac.critic.requires_grad_(True)  # if the capture stopped inside the actor step
-            return False
+            mode = 'thread_local'  # other threads (the runner's collector) may use the device
+            capture = torch.cuda.graph(graph, stream=self.stream, capture_error_mode=mode)
+            with torch.cuda.stream(self.stream):  # restored even when the capture fails
+                with capture:
+                    metrics = self.sac._update_body(self.static, generator, with_actor)
+                    names = list(metrics)
+                    values = torch.stack([metrics[n].float().reshape(()) for n in names])
+        except Exception as error:
+            self.sac.critic.requires_grad_(True)  # if it stopped inside the actor step
+            raise RuntimeError(
+                f'CUDA graph capture of the SAC update failed ({error}); '
+                'run without cuda_graphs (--cuda-graphs)'
+            ) from error
         self.graphs[with_actor] = (graph, names, values)
-        return True

@@ -352,6 +352,9 @@ class SAC:
         self.critic_optim.load_state_dict(state['critic_optim'])
         self.alpha_optim.load_state_dict(state['alpha_optim'])
         self.normalizer.load_state_dict(state['normalizer'])
+        for optim in (self.actor_optim, self.critic_optim, self.alpha_optim):
+            for group in optim.param_groups:  # a GPU run's graphs saved True; theirs to set
+                group['capturable'] = False
         skipped = int(state['num_skipped'])
         self.num_calls = int(state.get('num_calls', int(state['num_updates']) + skipped))
         self._skipped.fill_(skipped)
