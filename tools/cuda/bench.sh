@@ -3,7 +3,8 @@
 #   sim    `loco-train bench sim` at 4096 and 16384 environments (forward, training window,
 #          forward+backward), against MuJoCo on the same host's cores;
 #   sac    `loco-train bench sac`: the SAC learner's updates/s on the GPU (default config and the
-#          ANYmal preset), and the same on the host's CPU (all threads) as the baseline;
+#          ANYmal preset), eager and replayed from CUDA graphs (with its profile), and the same
+#          on the host's CPU (all threads) as the baseline; test/test_sac_cuda_graphs.py;
 #   shac   a short SHAC run on ANYmal on the GPU (env steps/s, return, no non-finite windows).
 # Each step has its own time limit; a step that fails is reported and the next one runs. The last
 # line of each step's log is its JSON; all of them go to OUT/results.jsonl.
@@ -59,6 +60,15 @@ cat "$out/host.json"
 
 step sim 200 bench sim --device "$device" --envs "$envs" --seconds 3
 step sac_gpu 75 bench sac --device "$device" --seconds "$sac_seconds"
+if [[ $device == cuda* ]]; then
+    step sac_gpu_graphs 75 bench sac --device "$device" --seconds "$sac_seconds" --cuda-graphs \
+        --profile
+    timeout 120 "$py" -m pytest -q -p no:cacheprovider test/test_sac_cuda_graphs.py \
+        > "$out/pytest_cuda_graphs.log" 2>&1
+    printf '{"step": "pytest_cuda_graphs", "rc": %d, "summary": "%s"}\n' $? \
+        "$(tail -n 1 "$out/pytest_cuda_graphs.log" | tr -d '"')" >> "$results"
+    tail -n 1 "$results"
+fi
 step sac_cpu 60 bench sac --device cpu --threads 0 --seconds "$sac_seconds"
 step shac 200 shac --env anymal --device "$device" --num-envs "$shac_envs" \
     --iterations "$shac_iterations" --checkpoint-interval 0 --log-dir "$out/shac" --no-progress
