@@ -161,3 +161,48 @@ def test_sigkill_mid_split_loses_at_most_the_last_flush_period(request, tmp_path
     assert read_sequence(splits[:2]) == sequence  # recovered as it was
     after = read_sequence(splits[2:])
     assert len(after) >= 10 and after == restarted[-len(after) :], after
+
+
+def test_sigint_inside_a_flush_leaves_every_split_closed(request, tmp_path):
+    """Ctrl-C while the writer is between listing a chunk and writing it: every split closed.
+
+    The recorder's MCAP chunk closes are slowed down (test/helpers/slow_flush_recorder) so most
+    of its time is spent inside a flush; SIGINT comes at random moments. A writer on the main
+    thread gets the KeyboardInterrupt there and leaves a summary indexing a chunk never written.
+    """
+    import random
+    import subprocess
+    import sys
+
+    from loco_policy.tools.bag_recover import recover_split
+
+    env = ros_env(request.node.name)
+    probe = Probe(request.node.name)
+    sim = start_node('sim_robot', ['-p', 'publish_rate:=100.0'], env, tmp_path / 'sim.log')
+    rng = random.Random(0)
+    try:
+        for attempt in range(3):
+            bag, log = tmp_path / f'bag{attempt}', tmp_path / f'recorder{attempt}.log'
+            argv = [sys.executable, '-m', 'test.helpers.slow_flush_recorder', '--ros-args']
+            argv += ['-p', f'output:={bag}', '-p', f'topics:={list(TOPICS)}']
+            argv += ['-p', 'flush_period:=0.1', '-p', 'split_duration:=0.7']
+            with open(log, 'wb') as out:
+                recorder = subprocess.Popen(
+                    argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                )  # fmt: skip
+            deadline = time.monotonic() + 30.0
+            while not list_splits(str(bag)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.3, 1.0))
+            code = stop_process(recorder, timeout=15.0)
+            text = log.read_text()
+            assert code == 0, text
+            splits = list_splits(str(bag))
+            assert splits, text
+            for split in splits:  # closed by the stop: nothing for recovery to do
+                report = recover_split(split, dry_run=True)
+                assert report['action'] == 'complete', (report, text)
+                assert sum(read_counts(split).values()) > 0
+    finally:
+        stop_process(sim)
+        probe.close()

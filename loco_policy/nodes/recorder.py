@@ -1,25 +1,31 @@
 """recorder: the robot and command topics to rosbag2 MCAP splits via rosbags (thin rclpy node).
 
-Subscribes each topic of the `topics` parameter with raw (serialized CDR) delivery and writes the
-bytes unchanged through loco_policy.tools.bag_writer, splitting by size or duration. Every
-`flush_period` seconds (on message arrival, and from a steady-clock timer when none arrive) the
-open split is flushed: on disk it is then the bag that closing it would leave. On Ctrl-C or
-SIGTERM the open split is closed; on SIGKILL or a power cut every split stays readable and
+Subscribes each topic of the `topics` parameter with raw (serialized CDR) delivery and hands the
+bytes to a writer thread, which writes them unchanged through loco_policy.tools.bag_writer,
+splitting by size or duration. Every `flush_period` seconds (on message arrival, and on the
+thread's quarter-period wake-up when none arrive) the open split is flushed: on disk it is then
+the bag that closing it would leave. The writer runs off the main thread because Python raises
+Ctrl-C's KeyboardInterrupt there, between any two bytecodes: inside a flush it would leave the
+writer's chunk index pointing at bytes never written. On Ctrl-C or SIGTERM the thread writes what
+is queued and closes the open split; on SIGKILL or a power cut every split stays readable and
 loses only what arrived after the last flush. At start the recorder repairs
 (loco_policy.tools.bag_recover) the last split of its output if a killed run left it torn.
 """
 
 import importlib
 import os
+import queue
 import sys
+import threading
 import time
 
+import rclpy
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 
 from loco_policy.description import load_urdf
-from loco_policy.nodes import any_type, run_node, steady_clock
+from loco_policy.nodes import any_type, run_node
 from loco_policy.tools.bag_tf import BagTf, derived_topics, SOURCES
 
 DEFAULT_TYPES = {
@@ -48,6 +54,10 @@ LATCHED_TOPICS = ('/robot_description', '/tf_static')
 
 Where tf2_msgs is not importable, /tf and /tf_static are computed (loco_policy.tools.bag_tf) from
 /joint_states, /odom and /robot_description instead of subscribed."""
+
+MAX_QUEUED = 20_000
+"""Messages waiting for the writer thread beyond which new ones are dropped (and counted): a
+disk that stalls costs recent messages, not the recorder's memory (about 100 s at 200 Hz)."""
 
 
 def message_class(msgtype):
@@ -94,9 +104,12 @@ class Recorder(Node):
             output, int(float(get('split_size_mb')) * 2**20), float(get('split_duration')),
             flush_period,
         )  # fmt: skip
-        if flush_period > 0:
-            # a quarter period: with no message arriving, data waits at most 1.25 periods
-            self.create_timer(flush_period / 4, self.writer.flush_if_due, clock=steady_clock())
+        # (topic, stamp ns, CDR bytes), None to close; put() is safe at any interruption point
+        self.queue = queue.SimpleQueue()
+        self.error = None  # the writer thread's exception, re-raised by close()
+        self.dropped = 0  # messages dropped because MAX_QUEUED waited for the disk
+        # a quarter period: with no message arriving, data waits at most 1.25 periods
+        self._wake = flush_period / 4 if flush_period > 0 else None  # s
         self.counts = {}
         entries = [parse_topic(entry) for entry in get('topics')]
         derived = derived_topics([topic for topic, _ in entries])
@@ -117,6 +130,9 @@ class Recorder(Node):
         if derived:
             self.get_logger().info(f'{derived} computed from {SOURCES} (tf2_msgs not importable)')
         self.get_logger().info(f'recording {list(self.writer.topics)} to {self.writer.root}')
+        # not a daemon: the interpreter waits for the last split to be closed before it exits
+        self.thread = threading.Thread(target=self._drain, name='bag-writer')
+        self.thread.start()
 
     def _callback(self, topic, msgtype):
         """Return the raw-message callback of one topic."""
@@ -124,14 +140,39 @@ class Recorder(Node):
 
         def write(data):
             stamp = self.get_clock().now().nanoseconds
-            self._write(topic, stamp, data)
+            if self.queue.qsize() >= MAX_QUEUED:
+                self.dropped += 1
+                self.get_logger().error(
+                    f'the disk is behind: {self.dropped} messages dropped',
+                    throttle_duration_sec=5.0,
+                )  # fmt: skip
+                return
+            self.queue.put((topic, stamp, data))
             if decode is not None:
                 for derived, payload in self.tf.feed(topic, deserialize_message(data, decode)):
-                    self._write(derived, stamp, payload)
+                    self.queue.put((derived, stamp, payload))
                 if self.tf.error:
                     self.get_logger().error(self.tf.error, throttle_duration_sec=5.0)
 
         return write
+
+    def _drain(self):
+        """The writer thread: write queued messages, flush when due, close on None."""
+        try:
+            while True:
+                try:
+                    item = self.queue.get(timeout=self._wake)
+                except queue.Empty:
+                    self.writer.flush_if_due()
+                    continue
+                if item is None:
+                    break
+                self._write(*item)
+        except BaseException as error:  # a disk error: stop the node, close() re-raises it
+            self.error = error
+            rclpy.try_shutdown()
+        finally:
+            self.writer.close()
 
     def _write(self, topic, stamp, data):
         """Write one message; every split starts with the latched topics' last ones."""
@@ -141,11 +182,18 @@ class Recorder(Node):
         self.counts[topic] = self.counts.get(topic, 0) + 1
 
     def close(self):
-        """Close the open split and log what was written."""
-        self.writer.close()
+        """Write what is queued, close the open split and log what was written."""
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
         # print, not the ROS logger: this runs after the context has shut down
         splits = len(self.writer.closed_splits)
-        print(f'recorder: {self.counts} in {splits} splits under {self.writer.root}', flush=True)
+        dropped = f', {self.dropped} dropped (disk behind)' if self.dropped else ''
+        print(
+            f'recorder: {self.counts} in {splits} splits under {self.writer.root}{dropped}',
+            flush=True,
+        )  # fmt: skip
 
 
 def main(args=None):

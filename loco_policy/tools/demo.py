@@ -257,6 +257,7 @@ def _figures(stats, walking):
 
 def report(out, schedule, samples, heights, steps, transitions, walking, say, backend):
     """Print the table, write the PNG, return (exit code, result)."""
+    from loco_policy.tools.bag_recover import describe, recover_tree
     from loco_policy.tools.bag_writer import list_splits, read_counts
     from loco_policy.tools.plots import velocity_figure
 
@@ -272,7 +273,13 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say, ba
     n_falls = demo_metrics.falls(heights, modes)
     run_start = next(s[2] for s in steps if s[0] == 'run_start')
     run_faults = demo_metrics.faults(modes, since=run_start)
-    splits = list_splits(os.path.join(out, 'bag'))
+    bag = os.path.join(out, 'bag')
+    # a recorder the launcher had to kill leaves a torn tail: cut it as loco-bag-recover would
+    reports = recover_tree(bag) if os.path.isdir(bag) else []
+    repairs = [r for r in reports if r['action'] != 'complete']
+    for repair in repairs:
+        say(f'bag-recover {describe(repair)}')
+    splits = list_splits(bag)
     counts = {}
     for split in splits:
         for topic, n in read_counts(split).items():
@@ -329,6 +336,7 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say, ba
         'transitions_received': transitions,
         'bag': os.path.join(out, 'bag'),
         'bag_counts': counts,
+        'bag_repairs': [describe(r) for r in repairs],
         'plot': png,
     }
     stack_code = next(s[2] for s in steps if s[0] == 'stack_exit')
