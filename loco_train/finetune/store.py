@@ -310,8 +310,10 @@ class TransitionStore:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        self._chunks.append(self._open)
-        self._open = None
+        # cleared before it is listed: a KeyboardInterrupt between the two leaves the chunk
+        # unlisted (the next open recovers and lists it), never listed twice
+        full, self._open = self._open, None
+        self._chunks.append(full)
         self._index_dirty = True
         self._write_index()
 
