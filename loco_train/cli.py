@@ -2,6 +2,7 @@
 
 import argparse
 import importlib
+import os
 import sys
 
 from loco_policy.tools import missing_dependency
@@ -49,6 +50,10 @@ def main(argv=None):
     none of the training dependencies, and a missing one is reported as one line.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
+    # Before torch loads: libgomp's threads wait passively instead of spinning. Spinning, a
+    # run slowed 2.5x (PPO) to 6x (SHAC) beside one busy process on 2 cores, and 15x beside a
+    # second run; passive costs about 10 % alone (`loco-train bench contention`).
+    os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
     chosen = argv[0] if argv and argv[0] in COMMANDS else None
     parser = argparse.ArgumentParser(prog='loco-train', description=__doc__)
     # dest '_subcommand': the runners have a --command option (velocity command ranges)

@@ -4,6 +4,10 @@ import importlib
 
 BENCHES = {
     # name: ('module', 'help'); the module provides add_arguments(parser) and run(args) -> int.
+    'contention': (
+        'loco_train.bench.contention',
+        "a training run alone and beside a busy process, by OpenMP's wait policy",
+    ),
     'distributed': ('loco_train.bench.distributed', 'data-parallel SHAC env steps/s, K vs 1 rank'),
     'finetune': (
         'loco_train.bench.finetune',

@@ -60,6 +60,10 @@ class ShacRunConfig:
     """Show a tqdm progress bar on stderr."""
     init_policy: str = ''
     """Exported policy file (ONNX) whose actor and normaliser the run starts from ('' fresh)."""
+    threads: int = 1
+    """Torch CPU threads of a one-process run (0: torch's default, one per core). SHAC's networks
+    are small and Warp's CPU kernels run on one thread: a second thread gains nothing alone and
+    slows the run 2x and more beside other busy processes (`loco-train bench contention`)."""
     shac: SHACConfig = field(default_factory=SHACConfig)
     """The algorithm's hyperparameters."""
 
@@ -328,6 +332,11 @@ OPTIONS = {
         'shac.actor_warmup',
         'first iterations without an actor step, the critic learning first (default %(default)s)',
     ),
+    'threads': (
+        'threads',
+        "torch CPU threads of a one-process run, 0 = torch's default; under torchrun"
+        ' OMP_NUM_THREADS, else 1 (default %(default)s)',
+    ),
     'init_policy': (
         'init_policy',
         'start the actor and normaliser from this exported policy file (ONNX; its network must '
@@ -390,8 +399,6 @@ def run(args):
 
 def _train(args, ranks):
     """Build this rank's environments and runner, train, and print the summary on rank 0."""
-    from loco_train.envs.vec_env import make_env
-
     cfg = config_from_args(args)
     if args.resume and cfg.init_policy:
         print('loco-train shac: --resume continues a run; --init-policy starts one, not both',
@@ -399,6 +406,19 @@ def _train(args, ranks):
         return 2
     if args.resume and not cfg.log_dir:
         cfg.log_dir = os.path.dirname(os.path.abspath(args.resume))
+    threads = torch.get_num_threads()
+    if cfg.threads > 0 and not ranks.enabled:  # torchrun's ranks: distributed.setup's choice
+        torch.set_num_threads(cfg.threads)
+    try:
+        return _train_with(args, cfg, ranks)
+    finally:
+        torch.set_num_threads(threads)  # the caller's setting (tests share one process)
+
+
+def _train_with(args, cfg, ranks):
+    """_train on this process's torch threads."""
+    from loco_train.envs.vec_env import make_env
+
     try:
         _, count = ranks.shard(cfg.num_envs)
         population = ranks.population(cfg.env, cfg.num_envs)
