@@ -51,8 +51,8 @@ def main(argv=None):
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     # Before torch loads: libgomp's threads wait passively instead of spinning. Spinning, a
-    # run slowed 2.5x (PPO) to 6x (SHAC) beside one busy process on 2 cores, and 15x beside a
-    # second run; passive costs about 10 % alone (`loco-train bench contention`).
+    # run slowed 2.2x (SHAC) to 2.4x (PPO) beside one busy process on 2 cores, and 15x beside
+    # a second run; passive costs PPO 12 % alone (`loco-train bench contention`).
     os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
     chosen = argv[0] if argv and argv[0] in COMMANDS else None
     parser = argparse.ArgumentParser(prog='loco-train', description=__doc__)

@@ -7,6 +7,7 @@ import sys
 PROBE = (
     'import os, sys\n'
     'from loco_train import cli\n'
+    'assert "torch" not in sys.modules\n'
     'try:\n'
     '    cli.main(["compare", "--help"])\n'
     'except SystemExit:\n'

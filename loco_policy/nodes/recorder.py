@@ -56,8 +56,9 @@ Where tf2_msgs is not importable, /tf and /tf_static are computed (loco_policy.t
 /joint_states, /odom and /robot_description instead of subscribed."""
 
 MAX_QUEUED = 20_000
-"""Messages waiting for the writer thread beyond which new ones are dropped (and counted): a
-disk that stalls costs recent messages, not the recorder's memory (about 100 s at 200 Hz)."""
+"""Messages waiting for the writer thread beyond which new ones (latched topics aside) are
+dropped and counted: a disk that stalls costs recent messages, not the recorder's memory (about
+half a minute of the default topics)."""
 
 
 def message_class(msgtype):
@@ -108,8 +109,9 @@ class Recorder(Node):
         self.queue = queue.SimpleQueue()
         self.error = None  # the writer thread's exception, re-raised by close()
         self.dropped = 0  # messages dropped because MAX_QUEUED waited for the disk
-        # a quarter period: with no message arriving, data waits at most 1.25 periods
-        self._wake = flush_period / 4 if flush_period > 0 else None  # s
+        # a quarter period: with no message arriving, data waits at most 1.25 periods; the
+        # thread also looks this often whether the main thread is gone
+        self._wake = flush_period / 4 if flush_period > 0 else 0.25  # s
         self.counts = {}
         entries = [parse_topic(entry) for entry in get('topics')]
         derived = derived_topics([topic for topic, _ in entries])
@@ -132,7 +134,11 @@ class Recorder(Node):
         self.get_logger().info(f'recording {list(self.writer.topics)} to {self.writer.root}')
         # not a daemon: the interpreter waits for the last split to be closed before it exits
         self.thread = threading.Thread(target=self._drain, name='bag-writer')
-        self.thread.start()
+        try:
+            self.thread.start()
+        except BaseException:  # Ctrl-C inside start(): run_node gets no node to close
+            self.queue.put(None)
+            raise
 
     def _callback(self, topic, msgtype):
         """Return the raw-message callback of one topic."""
@@ -140,29 +146,38 @@ class Recorder(Node):
 
         def write(data):
             stamp = self.get_clock().now().nanoseconds
-            if self.queue.qsize() >= MAX_QUEUED:
-                self.dropped += 1
-                self.get_logger().error(
-                    f'the disk is behind: {self.dropped} messages dropped',
-                    throttle_duration_sec=5.0,
-                )  # fmt: skip
-                return
-            self.queue.put((topic, stamp, data))
+            self._enqueue(topic, stamp, data)
             if decode is not None:
                 for derived, payload in self.tf.feed(topic, deserialize_message(data, decode)):
-                    self.queue.put((derived, stamp, payload))
+                    self._enqueue(derived, stamp, payload)
                 if self.tf.error:
                     self.get_logger().error(self.tf.error, throttle_duration_sec=5.0)
 
         return write
 
+    def _enqueue(self, topic, stamp, data):
+        """Hand one message to the writer thread, or drop it when MAX_QUEUED are waiting."""
+        if topic not in LATCHED_TOPICS and self.queue.qsize() >= MAX_QUEUED:
+            self.dropped += 1
+            self.get_logger().error(
+                f'the disk is behind: {self.dropped} messages dropped', throttle_duration_sec=5.0
+            )
+            return
+        self.queue.put((topic, stamp, data))
+
     def _drain(self):
-        """The writer thread: write queued messages, flush when due, close on None."""
+        """The writer thread: write queued messages, flush when due, close on None.
+
+        Also closes when the main thread has ended without close() (a second Ctrl-C inside
+        run_node's clean-up), so that the interpreter's wait for this thread ends.
+        """
         try:
             while True:
                 try:
                     item = self.queue.get(timeout=self._wake)
                 except queue.Empty:
+                    if not threading.main_thread().is_alive():
+                        break
                     self.writer.flush_if_due()
                     continue
                 if item is None:
@@ -172,7 +187,10 @@ class Recorder(Node):
             self.error = error
             rclpy.try_shutdown()
         finally:
-            self.writer.close()
+            try:
+                self.writer.close()  # the open split's last flush
+            except BaseException as error:
+                self.error = self.error or error
 
     def _write(self, topic, stamp, data):
         """Write one message; every split starts with the latched topics' last ones."""
@@ -184,7 +202,11 @@ class Recorder(Node):
     def close(self):
         """Write what is queued, close the open split and log what was written."""
         self.queue.put(None)
-        self.thread.join()
+        while self.thread.is_alive():  # a second Ctrl-C does not cut the last flush short
+            try:
+                self.thread.join()
+            except KeyboardInterrupt:
+                pass
         if self.error is not None:
             raise self.error
         # print, not the ROS logger: this runs after the context has shut down
