@@ -201,6 +201,9 @@ class Recorder(Node):
 
     def close(self):
         """Write what is queued, close the open split and log what was written."""
+        # what is queued goes to disk in one go: no flush per flush_period while draining, the
+        # close is the one flush (a backlog drains within the launcher's grace period)
+        self.writer.flush_period = 0.0
         self.queue.put(None)
         while self.thread.is_alive():  # a second Ctrl-C does not cut the last flush short
             try:
