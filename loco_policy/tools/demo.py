@@ -334,7 +334,7 @@ def report(out, schedule, samples, heights, steps, transitions, walking, say, ba
         'tracking': errors,
         'transitions_published': stats.get('transitions_published'),
         'transitions_received': transitions,
-        'bag': os.path.join(out, 'bag'),
+        'bag': bag,
         'bag_counts': counts,
         'bag_repairs': [describe(r) for r in repairs],
         'plot': png,

@@ -13,6 +13,7 @@ in its own session, so Ctrl-C reaches torchrun alone; it ends the ranks with SIG
 when one rank dies. A rank takes SIGTERM like Ctrl-C: it unwinds, leaves the group, exits 130.
 """
 
+import contextlib
 from dataclasses import dataclass
 from datetime import timedelta
 import os
@@ -85,6 +86,21 @@ def ranks_from_environment(environ=None):
     if ranks.world_size < 1 or not 0 <= ranks.rank < ranks.world_size:
         raise ValueError(f'rank {ranks.rank} of world size {ranks.world_size} is not valid')
     return ranks
+
+
+@contextlib.contextmanager
+def torch_threads(count, apply=True):
+    """Run the block on count torch CPU threads (0, or apply False: as they are); restore after.
+
+    The restore keeps the caller's setting where several runs share one process (the tests).
+    """
+    before = torch.get_num_threads()
+    if apply and count > 0:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def median_after_first(values):

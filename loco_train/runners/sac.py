@@ -724,21 +724,19 @@ def _train(args, ranks) -> int:
     except ValueError as error:  # unknown or missing environment, bad split: say so, exit 2
         print(f'loco-train sac: {error}', file=sys.stderr)
         return 2
-    threads = torch.get_num_threads()
+    # Under torchrun each rank keeps the set-up's threads (OMP_NUM_THREADS, else 1).
+    apply = not ranks.enabled or args.threads is not None
     try:
-        # Under torchrun each rank keeps the set-up's threads (OMP_NUM_THREADS, else 1).
-        if not ranks.enabled or args.threads is not None:
-            torch.set_num_threads(cfg.threads or threads)
-        try:
-            runner = SACRunner(env, cfg, ranks)
-            if args.resume:
-                runner.load(args.resume)
-        except ValueError as error:  # a setting or a checkpoint this run cannot take
-            print(f'loco-train sac: {error}', file=sys.stderr)
-            return 2
-        summary = runner.learn()
+        with distributed.torch_threads(cfg.threads, apply):
+            try:
+                runner = SACRunner(env, cfg, ranks)
+                if args.resume:
+                    runner.load(args.resume)
+            except ValueError as error:  # a setting or a checkpoint this run cannot take
+                print(f'loco-train sac: {error}', file=sys.stderr)
+                return 2
+            summary = runner.learn()
     finally:
-        torch.set_num_threads(threads)  # the caller's setting (tests share one process)
         env.close()
     distributed.main_print(json.dumps({k: _json_safe(v) for k, v in summary.items()}), flush=True)
     return 0

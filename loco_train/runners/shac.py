@@ -406,13 +406,9 @@ def _train(args, ranks):
         return 2
     if args.resume and not cfg.log_dir:
         cfg.log_dir = os.path.dirname(os.path.abspath(args.resume))
-    threads = torch.get_num_threads()
-    if cfg.threads > 0 and not ranks.enabled:  # torchrun's ranks: distributed.setup's choice
-        torch.set_num_threads(cfg.threads)
-    try:
+    # torchrun's ranks keep distributed.setup's choice
+    with distributed.torch_threads(cfg.threads, apply=not ranks.enabled):
         return _train_with(args, cfg, ranks)
-    finally:
-        torch.set_num_threads(threads)  # the caller's setting (tests share one process)
 
 
 def _train_with(args, cfg, ranks):
