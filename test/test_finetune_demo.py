@@ -16,7 +16,7 @@ def test_a_short_finetune_demo_swaps_learned_policies_in_and_measures_them(reque
     argv = [
         sys.executable, '-m', 'loco_train.experiments.finetune_demo', '--minutes', '0.5',
         '--out', str(out), '--eval-seeds', '1', '--export-every', '150',
-        '--set', 'warmup_updates=100', '--set', 'learning_starts=64',
+        '--set', 'warmup_updates=100', '--set', 'learning_starts=64', '--latency', '0.01',
     ]  # fmt: skip
     proc = subprocess.run(
         argv, env=ros_env(request.node.name), capture_output=True, text=True, timeout=420
@@ -25,6 +25,7 @@ def test_a_short_finetune_demo_swaps_learned_policies_in_and_measures_them(reque
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result['accepted_versions'], result  # at least one candidate came back and ran
     assert min(result['accepted_versions']) == 1
+    assert result['perturbation'] == {'payload': 2.0, 'gain_scale': 1.0, 'latency': 0.01}
     assert result['learner']['sequence_gaps'] == '0' and result['learner']['malformed'] == '0'
     assert int(result['learner']['updates']) > 150
     assert result['frozen_tracking_error'] > 0 and result['finetuned_tracking_error'] > 0

@@ -32,11 +32,14 @@ def test_arguments_select_nodes_and_parameters():
 def test_perturbed_drives_reach_sim_robot(tmp_path):
     truth = tmp_path / 'truth.yaml'
     truth.write_text('delay: 0.01\n')
-    args = ['payload:=5', 'gain_scale:=0.8', f'actuator:={truth}']
+    args = ['payload:=5', 'gain_scale:=0.8', 'latency:=0.03', f'actuator:={truth}']
     sim = launch_graph.node_graph(launch_graph.parse_args(args))[0]
     assert sim.overrides == {
-        'backend': 'mujoco', 'payload': 5.0, 'gain_scale': 0.8, 'actuator_file': str(truth),
+        'backend': 'mujoco', 'payload': 5.0, 'gain_scale': 0.8, 'latency': 0.03,
+        'actuator_file': str(truth),
     }  # fmt: skip
+    with pytest.raises(ValueError, match='latency:=soon must be a number'):
+        launch_graph.node_graph(launch_graph.parse_args(['latency:=soon']))
     with pytest.raises(ValueError, match='needs backend:=mujoco'):
         launch_graph.node_graph(launch_graph.parse_args([*args, 'backend:=warp']))
     with pytest.raises(FileNotFoundError, match='actuator:='):

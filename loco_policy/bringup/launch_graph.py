@@ -19,6 +19,7 @@ Arguments (``name:=value``), all strings as on a ``ros2 launch`` command line:
     exploration X              policy_node's exploration_std (action noise in WALK) — default 0
     payload     KG             mass added to sim_robot's base — default 0
     gain_scale  X              sim_robot's multiplier on kp, kd (weaker drives < 1) — default 1
+    latency     S              sim_robot's delay from a command's arrival to its use — default 0
     actuator    PATH           sim_robot's drives from an actuator model YAML (fit-actuator's
                                layout, e.g. a robot's fit or a perturbed truth) — default ''
 """
@@ -53,6 +54,7 @@ ARGUMENTS = {
     'exploration': ('0', "policy_node's exploration_std: action noise in WALK (0 = off)"),
     'payload': ('0', "kg added to sim_robot's base (a perturbation)"),
     'gain_scale': ('1', "sim_robot's multiplier on kp and kd (weaker drives below 1)"),
+    'latency': ('0', "s from a command's arrival at sim_robot to its use by the drives"),
     'actuator': ('', "sim_robot's drives from an actuator model YAML ('' = the ideal PD)"),
 }
 """name -> (default, description) of every launch argument."""
@@ -139,7 +141,7 @@ def node_graph(args, config=None):
             f'argument description:={args["description"]} must be auto, true or false'
         )
     perturbation = {}
-    for name in ('payload', 'gain_scale'):
+    for name in ('payload', 'gain_scale', 'latency'):
         try:
             value = float(args[name])
         except ValueError:

@@ -227,7 +227,7 @@ def run(args):
         handle.write(os.urandom(32))
     store = os.path.join(out, 'store')
     frozen_policy = os.path.abspath(args.policy) if args.policy else SHIPPED_POLICY
-    perturbation = {'payload': args.payload, 'gain_scale': args.gain_scale}
+    perturbation = {'payload': args.payload, 'gain_scale': args.gain_scale, 'latency': args.latency}
     say(
         f'finetune demo: {args.minutes} min of robot data on sim_robot with {perturbation}; '
         f'output {out}'
@@ -236,7 +236,7 @@ def run(args):
         sys.executable, '-m', 'loco_policy.bringup.launcher', 'record:=true',
         f'bag:={os.path.join(out, "bag")}', 'finetune:=true', f'update_key:={key}',
         f'store:={store}', f'finetune_config:={write_config(out, args)}',
-        f'payload:={args.payload}', f'gain_scale:={args.gain_scale}',
+        f'payload:={args.payload}', f'gain_scale:={args.gain_scale}', f'latency:={args.latency}',
         f'exploration:={args.exploration}', f'policy:={frozen_policy}',
     ]  # fmt: skip
     import subprocess
@@ -278,7 +278,8 @@ def run(args):
     nominal = None
     if len(rows) > 1:
         nominal = evaluate_candidates(out, frozen_policy, [candidates[-1]], args.eval_seeds,
-                                      {'payload': 0.0, 'gain_scale': 1.0}, say)  # fmt: skip
+                                      {'payload': 0.0, 'gain_scale': 1.0, 'latency': 0.0},
+                                      say)  # fmt: skip
     plot(rows, os.path.join(out, 'finetune_curve.png'), goal_error)
     reduction = 1.0 - final['tracking_error'] / frozen['tracking_error']
     result = {
@@ -325,6 +326,9 @@ def main(argv=None):
     )  # fmt: skip
     parser.add_argument('--payload', type=float, default=2.0, help="kg on sim_robot's base")
     parser.add_argument('--gain-scale', type=float, default=1.0, help='kp, kd multiplier')
+    parser.add_argument(
+        '--latency', type=float, default=0.0, help="s from a command's arrival at sim_robot to its use"
+    )
     parser.add_argument(
         '--exploration', type=float, default=0.05, help="policy_node's exploration_std"
     )
