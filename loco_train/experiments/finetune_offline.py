@@ -41,6 +41,9 @@ def parse_args(argv=None):
         default='checkpoints/sac_anymal_paper/checkpoint.pt',
         help='SAC checkpoint.pt or policy .onnx',
     )
+    p.add_argument(
+        '--prior-replay', default='', help="a `loco-train sac --save-replay` replay.pt as prior data"
+    )
     p.add_argument('--minutes', type=float, default=10.0, help='minutes of robot data')
     p.add_argument('--payload', type=float, default=0.0, help='kg on the base')
     p.add_argument('--gain-scale', type=float, default=0.75, help='multiplier on kp and kd')
@@ -207,7 +210,9 @@ def main(argv=None):
     if str(args.warm_start).endswith('.onnx'):
         tuner = learner.FineTuner.from_onnx(args.warm_start, config)
     else:
-        tuner = learner.FineTuner.from_checkpoint(args.warm_start, config)
+        tuner = learner.FineTuner.from_checkpoint(
+            args.warm_start, config, prior_replay=args.prior_replay or None
+        )
     tuner.generator.manual_seed(args.seed)
     reward = args.reward if args.reward is not None else ['feet_air_time=0.125']
     weights = weights_from_overrides(reward)
