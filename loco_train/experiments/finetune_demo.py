@@ -227,7 +227,11 @@ def run(args):
         handle.write(os.urandom(32))
     store = os.path.join(out, 'store')
     frozen_policy = os.path.abspath(args.policy) if args.policy else SHIPPED_POLICY
-    perturbation = {'payload': args.payload, 'gain_scale': args.gain_scale, 'latency': args.latency}
+    perturbation = {
+        'payload': args.payload,
+        'gain_scale': args.gain_scale,
+        'latency': args.latency,
+    }
     say(
         f'finetune demo: {args.minutes} min of robot data on sim_robot with {perturbation}; '
         f'output {out}'
@@ -326,9 +330,7 @@ def main(argv=None):
     )  # fmt: skip
     parser.add_argument('--payload', type=float, default=2.0, help="kg on sim_robot's base")
     parser.add_argument('--gain-scale', type=float, default=1.0, help='kp, kd multiplier')
-    parser.add_argument(
-        '--latency', type=float, default=0.0, help="s from a command's arrival at sim_robot to its use"
-    )
+    parser.add_argument('--latency', type=float, default=0.0, help="sim_robot's command delay (s)")
     parser.add_argument(
         '--exploration', type=float, default=0.05, help="policy_node's exploration_std"
     )

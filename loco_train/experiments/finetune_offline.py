@@ -41,9 +41,7 @@ def parse_args(argv=None):
         default='checkpoints/sac_anymal_paper/checkpoint.pt',
         help='SAC checkpoint.pt or policy .onnx',
     )
-    p.add_argument(
-        '--prior-replay', default='', help="a `loco-train sac --save-replay` replay.pt as prior data"
-    )
+    p.add_argument('--prior-replay', default='', help='replay.pt (sac --save-replay): prior')
     p.add_argument('--minutes', type=float, default=10.0, help='minutes of robot data')
     p.add_argument('--payload', type=float, default=0.0, help='kg on the base')
     p.add_argument('--gain-scale', type=float, default=0.75, help='multiplier on kp and kd')
