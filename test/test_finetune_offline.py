@@ -26,3 +26,36 @@ def test_the_offline_loop_learns_swaps_and_reports(tmp_path, capsys):
     assert result['rejected'] == 0 and result['robot_falls'] == 0
     assert 0.0 < result['frozen'] < 1.0 and 0.0 < result['nominal_last'] < 1.0
     assert (tmp_path / 'curve.png').stat().st_size > 5000
+
+
+def test_the_nominal_gate_rejects_a_candidate_and_resets_the_actor(tmp_path, capsys):
+    # margin -1: every candidate tracks worse than "0 x the frozen policy's error" and is gated
+    finetune_offline.main([
+        '--warm-start', os.path.join(REPO, 'checkpoints', 'sac_anymal_paper', 'checkpoint.pt'),
+        '--minutes', '0.2', '--export-every', '150', '--eval-every', '0.2', '--eval-seeds', '1',
+        '--set', 'checkpoint_warmup_updates=100', '--set', 'learning_starts=64',
+        '--gate-seeds', '1', '--gate-margin', '-1', '--out', str(tmp_path),
+    ])  # fmt: skip
+    captured = capsys.readouterr()
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert result['gated'] >= 1 and result['rejected'] == result['gated']
+    assert 'gate: nominal tracking error' in captured.err and 'actor reset' in captured.err
+    rows = [json.loads(line) for line in open(tmp_path / 'rows.jsonl')]
+    assert rows[-1]['version'] == 1  # the robot kept the warm start
+
+
+def test_a_gated_actor_goes_back_to_the_running_weights():
+    import torch
+
+    from loco_train.finetune.learner import FineTuner
+
+    tuner = FineTuner.from_checkpoint(
+        os.path.join(REPO, 'checkpoints', 'sac_anymal_paper', 'checkpoint.pt')
+    )
+    saved = finetune_offline._actor_state(tuner)
+    before = [p.detach().clone() for p in tuner.sac.actor.parameters()]
+    with torch.no_grad():
+        for p in tuner.sac.actor.parameters():
+            p.add_(0.1)
+    finetune_offline._load_actor_state(tuner, saved)
+    assert all(torch.equal(a, b) for a, b in zip(before, tuner.sac.actor.parameters()))

@@ -59,6 +59,15 @@ def parse_args(argv=None):
     p.add_argument('--set', action='append', default=[], help='FinetuneConfig NAME=VALUE')
     p.add_argument('--max-action-deviation', type=float, default=1.0)
     p.add_argument('--max-mean-action-deviation', type=float, default=0.3)
+    p.add_argument(
+        '--gate-seeds',
+        type=int,
+        default=0,
+        help='episodes on the nominal simulated robot a candidate must walk without a fall and '
+        'within --gate-margin of the frozen policy before the robot gets it (0: no gate); a '
+        "rejected candidate's actor is reset to the running policy's",
+    )
+    p.add_argument('--gate-margin', type=float, default=0.25)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--threads', type=int, default=1)
     p.add_argument('--out', required=True)
@@ -92,6 +101,45 @@ def score(path, perturbation, seeds):
     config = EvalConfig(seeds=seeds, **perturbation)
     summary = evaluate(path, config)
     return tracking_error(summary), summary
+
+
+class NominalGate:
+    """A candidate must still walk the nominal simulated robot: no fall, tracking near the frozen.
+
+    Its episodes use seeds 100.. so that they differ from the evaluation's (0..).
+    """
+
+    def __init__(self, seeds, margin, frozen_path):
+        """Score the frozen policy once."""
+        from loco_policy.sim.backends import make_backend, Perturbation
+        from loco_train.experiments.evaluate import EvalConfig
+
+        self.config = EvalConfig(seeds=seeds)
+        self.backend = make_backend('mujoco', Perturbation())
+        self.seeds, self.margin = seeds, margin
+        self.frozen, _ = self.score(frozen_path)
+
+    def score(self, path):
+        """(tracking error, falls) of a policy file on the nominal robot."""
+        from loco_policy.policy_file import OnnxPolicy
+        from loco_train.experiments.evaluate import run_episode, segment_errors
+
+        policy, errors, falls = OnnxPolicy(path), [], 0
+        for seed in range(100, 100 + self.seeds):
+            trace = run_episode(policy, self.backend, self.config, seed, None)
+            falls += int(trace['fell'])
+            moving = [e for e in segment_errors(trace).values() if not np.isnan(e['lin'])]
+            errors.append(np.mean([e['lin'] + e['yaw'] for e in moving]) if moving else np.inf)
+        return float(np.mean(errors)), falls
+
+    def verdict(self, path):
+        """'' if the candidate passes, else why not."""
+        error, falls = self.score(path)
+        if falls:
+            return f'fell in {falls} of {self.seeds} nominal episodes'
+        if error > self.frozen * (1.0 + self.margin):
+            return f'nominal tracking error {error:.3f} against the frozen {self.frozen:.3f}'
+        return ''
 
 
 class Robot:
@@ -165,6 +213,23 @@ class Robot:
         return [row] if row is not None else []
 
 
+def _actor_state(tuner):
+    """A copy of the learner's actor weights and optimiser state."""
+    import copy
+
+    sac = tuner.sac
+    return copy.deepcopy((sac.actor.state_dict(), sac.actor_optim.state_dict()))
+
+
+def _load_actor_state(tuner, state):
+    """Put the learner's actor back to a copy taken by _actor_state."""
+    import copy
+
+    actor, optim = copy.deepcopy(state)
+    tuner.sac.actor.load_state_dict(actor)
+    tuner.sac.actor_optim.load_state_dict(optim)
+
+
 def plot(rows, path, frozen):
     """Tracking error against minutes of robot data."""
     import matplotlib
@@ -233,6 +298,9 @@ def main(argv=None):
     frozen_path = running_path = export()  # version 1: the warm start itself
     running_version = tuner.version
     robot = Robot(OnnxPolicy(frozen_path), perturbation, args.exploration, args.seed)
+    gate = NominalGate(args.gate_seeds, args.gate_margin, frozen_path) if args.gate_seeds else None
+    running_actor = _actor_state(tuner)  # what a rejected candidate's actor goes back to
+    gated = 0
     frozen, _ = score(frozen_path, perturbation, args.eval_seeds)
     rows_out = [
         {'robot_minutes': 0.0, 'version': running_version, 'updates': 0, 'tracking_error': frozen}
@@ -261,8 +329,14 @@ def main(argv=None):
             candidate = OnnxPolicy(candidate_path)
             try:
                 figures = hot_swap.action_check(candidate, robot.ctrl.policy, recent, limits)
+                reason = gate.verdict(candidate_path) if gate is not None else ''
+                if reason:
+                    gated += 1
+                    _load_actor_state(tuner, running_actor)
+                    raise hot_swap.UpdateRejected(f'gate: {reason}; actor reset')
                 robot.ctrl.swap_policy(candidate, tuner.version)
                 running_path, running_version = candidate_path, tuner.version
+                running_actor = _actor_state(tuner)
                 print(
                     f'  v{tuner.version} swapped in: deviation mean '
                     f'{figures["deviation_mean"]:.3f} max {figures["deviation_max"]:.3f}',
@@ -310,6 +384,7 @@ def main(argv=None):
         'nominal_last': nominal_last,
         'robot_falls': robot.falls,
         'rejected': rejected,
+        'gated': gated,
         'updates': tuner.updates,
         'args': vars(args),
     }
