@@ -274,14 +274,21 @@ def run(args):
         log.close()
     wall = time.monotonic() - started
     accepted = set(watch.versions[1:])  # the first is the policy the robot started with
-    candidates = thin(candidate_list(os.path.join(out, 'policies'), accepted), args.curve_points)
+    every = candidate_list(os.path.join(out, 'policies'), accepted)
+    candidates = thin(every, args.curve_points)
+    # the fine-tuned policy is the one active at the end (a rollback may have replaced the last)
+    end_label = f'v{watch.versions[-1]}' if len(watch.versions) > 1 else 'frozen'
+    end = [c for c in every if c[0] == end_label]
+    if end and end[0] not in candidates:
+        candidates = sorted(candidates + end, key=lambda c: c[2])
     say(f'evaluating the frozen policy and {len(candidates)} accepted candidates, paired:')
     rows = evaluate_candidates(out, frozen_policy, candidates, args.eval_seeds, perturbation, say)
-    frozen, final = rows[0], rows[-1]
+    frozen = rows[0]
+    final = next((r for r in rows if r['policy'] == end_label), frozen)
     goal_error = frozen['tracking_error'] * (1.0 - GOAL)
     nominal = None
-    if len(rows) > 1:
-        nominal = evaluate_candidates(out, frozen_policy, [candidates[-1]], args.eval_seeds,
+    if end:
+        nominal = evaluate_candidates(out, frozen_policy, end, args.eval_seeds,
                                       {'payload': 0.0, 'gain_scale': 1.0, 'latency': 0.0},
                                       say)  # fmt: skip
     plot(rows, os.path.join(out, 'finetune_curve.png'), goal_error)
@@ -297,6 +304,7 @@ def run(args):
         'damp_while_finetuning': watch.damp_events,
         'falls_in_evaluation': final['falls'],
         'accepted_versions': sorted(accepted),
+        'active_at_end': final['policy'],
         'rejections': status.get('updates', {}),
         'nominal': None
         if nominal is None
