@@ -261,3 +261,25 @@ def test_a_gait_clock_policy_file_is_refused_naming_the_transition_rows(tmp_path
     assert OnnxPolicy(path).contract.gait_clock
     with pytest.raises(WarmStartError, match='48-term velocity observation'):
         FineTuner.from_onnx(path)
+
+
+def test_follow_puts_back_an_exported_versions_actor_and_optimiser():
+    import copy
+
+    from loco_train.finetune import learner
+
+    tuner = FineTuner.from_onnx(SHIPPED, FinetuneConfig())
+    tuner.snapshot()  # version 1 exported: its actor kept
+    weights = [p.detach().clone() for p in tuner.sac.actor.parameters()]
+    optim = copy.deepcopy(tuner.sac.actor_optim.state_dict())
+    with torch.no_grad():
+        for p in tuner.sac.actor.parameters():
+            p.mul_(1.5)
+    tuner.sac.actor_optim.param_groups[0]['lr'] = 1.0
+    assert tuner.follow(1) and tuner.follows == 1
+    assert all(torch.equal(a, b) for a, b in zip(weights, tuner.sac.actor.parameters()))
+    assert tuner.sac.actor_optim.param_groups[0]['lr'] == optim['param_groups'][0]['lr']
+    assert not tuner.follow(7) and tuner.follows == 1  # never exported
+    for _ in range(learner.KEPT_ACTOR_STATES + 1):
+        tuner.snapshot()
+    assert len(tuner.actor_states) == learner.KEPT_ACTOR_STATES and not tuner.follow(1)

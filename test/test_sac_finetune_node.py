@@ -406,3 +406,29 @@ def test_a_policy_dir_that_cannot_be_written_is_reported_and_learning_goes_on(li
     link.send(range(ONE_EXPORT, ONE_EXPORT + 200))
     assert link.spin_until(lambda: link.value('updates') > first, 20.0), link.diag
     assert node.proc.poll() is None and node.stopped_cleanly(), node.log()
+
+
+def test_a_refused_candidate_resets_the_actor_to_the_running_policy(link, run, tmp_path):
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    status = link.node.create_publisher(String, '/policy/status', latched)
+
+    def robot(version, rejected):  # what policy_node publishes, the fields the learner reads
+        updates = {'accepted': 1, 'rejected': rejected, 'rollbacks': 0, 'last_rejection': None}
+        status.publish(String(data=json.dumps({'policy_version': version, 'updates': updates})))
+
+    node = run(tmp_path / 'store', tmp_path / 'policies', write_key(tmp_path))
+    link.send(range(0, ONE_EXPORT))
+    assert link.spin_until(lambda: link.updates, 30.0), (link.diag, node.log())
+    robot(1, 0)  # v1 running, nothing refused yet: the baseline, no reset
+    link.spin(1.5)
+    assert link.value('actor_follows') == 0, link.diag
+    robot(1, 1)  # the robot rejected a later candidate and still runs v1
+    assert link.spin_until(lambda: link.value('actor_follows') == 1, 10.0), link.diag
+    assert link.diag['last_follow'] == 'actor reset to running version 1'
+    robot(99, 2)  # a version this learner never exported: said, not reset
+    assert link.spin_until(lambda: 'not kept' in link.diag.get('last_follow', ''), 10.0)
+    assert link.value('actor_follows') == 1
+    assert node.stopped_cleanly(), node.log()

@@ -19,6 +19,7 @@ The observation normaliser stays as warm-started: its statistics are baked into 
 policy, and moving them would change the robot's actions without a gradient step.
 """
 
+import collections
 import copy
 from dataclasses import asdict, dataclass, replace
 import io
@@ -43,6 +44,10 @@ NEVER = 2**62
 
 class WarmStartError(ValueError):
     """A policy file or checkpoint the learner cannot start from; the message says why."""
+
+
+KEPT_ACTOR_STATES = 16
+"""Exported versions whose actor follow() can go back to (about 0.5 MB each at [256, 128, 64])."""
 
 
 @dataclass
@@ -131,6 +136,8 @@ class FineTuner:
         self.frozen_until = 0  # updates before which the actor stays frozen
         self.last_metrics = {}
         self.template = OnnxTemplate()  # candidates after the first swap weights, no re-trace
+        self.actor_states = collections.OrderedDict()  # version -> (actor, optimiser) states
+        self.follows = 0  # times the actor was reset to the policy the robot runs
         self._apply_schedule()
 
     # -- construction ---------------------------------------------------------------------------
@@ -345,7 +352,32 @@ class FineTuner:
             'warm_start': self.parent.get('warm_start', ''),
         }
         self.version, self.exports = version, self.exports + 1
+        self._remember_actor(version)
         return version, parent_version, self.deployed_policy(), extra
+
+    def _remember_actor(self, version):
+        """Keep an exported version's actor weights and optimiser state, for follow()."""
+        sac = self.sac
+        self.actor_states[version] = copy.deepcopy(
+            (sac.actor.state_dict(), sac.actor_optim.state_dict())
+        )
+        while len(self.actor_states) > KEPT_ACTOR_STATES:
+            self.actor_states.popitem(last=False)
+
+    def follow(self, version):
+        """Reset the actor to exported `version`, the one the robot runs; False if not kept.
+
+        After the robot rejects or rolls back a candidate the learner goes on from the policy
+        that is running, so its next candidates stay within the robot's swap limits of it.
+        """
+        state = self.actor_states.get(version)
+        if state is None:
+            return False
+        actor, optim = copy.deepcopy(state)
+        self.sac.actor.load_state_dict(actor)
+        self.sac.actor_optim.load_state_dict(optim)
+        self.follows += 1
+        return True
 
     def write_candidate(self, snapshot, path):
         """Write a snapshot through the common exporter, atomically; return its metadata."""

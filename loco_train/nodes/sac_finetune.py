@@ -68,6 +68,7 @@ class SacFinetune(Node):
         declare('export_every', 2000, any_type())  # updates between candidates
         declare('export_every_s', 0.0, any_type())  # s between candidates (0: by updates only)
         declare('checkpoint_every_s', 30.0, any_type())  # s between learner checkpoints
+        declare('follow_robot', True)  # after a refused candidate, learn on from the running one
         declare('diagnostics_period', 1.0, any_type())  # s
         declare('queue_depth', 500)  # /replay/transitions messages buffered (10 s at 50 Hz)
         declare('reorder_window', 20)  # rows a message may arrive out of order
@@ -136,6 +137,15 @@ class SacFinetune(Node):
         self.create_subscription(
             Float32MultiArray, '/replay/transitions', self.on_transitions, reliable
         )
+        self.follow_robot = bool(value('follow_robot').value)
+        self._robot_refusals, self._follow = None, None  # rejections + rollbacks seen; version
+        self.follow_note = ''
+        self.create_subscription(
+            String,
+            '/policy/status',
+            self.on_policy_status,
+            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
         self.update_pub = self.create_publisher(
             String,
             '/policy/update',
@@ -163,6 +173,19 @@ class SacFinetune(Node):
             with self._inbox_lock:
                 self._inbox.append(done)
 
+    def on_policy_status(self, msg):
+        """policy_node refused (rejected, rolled back) a candidate: follow its running policy."""
+        try:
+            status = json.loads(msg.data)
+            updates = status.get('updates') or {}
+            refusals = int(updates.get('rejected', 0)) + int(updates.get('rollbacks', 0))
+            running = status.get('policy_version')
+        except (ValueError, TypeError, AttributeError):
+            return  # policy_node's own status; nothing to learn from a malformed one
+        seen, self._robot_refusals = self._robot_refusals, refusals
+        if self.follow_robot and seen is not None and refusals > seen and running is not None:
+            self._follow = int(running)  # applied by the learner thread at its next step
+
     def on_timer(self):
         """Flush the store (at least once a second), publish /diagnostics."""
         self.store.flush()
@@ -188,6 +211,8 @@ class SacFinetune(Node):
             'updates': self.tuner.updates,
             'updates_per_s': round(self.rate, 2),
             'actor_frozen': self.tuner.actor_frozen,
+            'actor_follows': self.tuner.follows,
+            'last_follow': self.follow_note,
             'prior_share': round(self.tuner.prior_share(), 4),
             'policy_version': self.tuner.version,
             'last_export': json.dumps(self.last_export),
@@ -239,6 +264,15 @@ class SacFinetune(Node):
             for transitions in inbox:
                 self.tuner.add(transitions)
             with self._torch_lock:  # torch.onnx's tracer is not thread-safe beside autograd
+                version, self._follow = self._follow, None
+                if version is not None:
+                    followed = self.tuner.follow(version)
+                    self.follow_note = (
+                        f'actor reset to running version {version}'
+                        if followed
+                        else f'running version {version} not kept; actor not reset'
+                    )
+                    self.get_logger().info(f'the robot refused a candidate: {self.follow_note}')
                 ran = self.tuner.update(limit=50)
                 self._maybe_export()
                 if time.monotonic() - self._checkpointed > self.checkpoint_every_s:
