@@ -280,6 +280,10 @@ def test_follow_puts_back_an_exported_versions_actor_and_optimiser():
     assert all(torch.equal(a, b) for a, b in zip(weights, tuner.sac.actor.parameters()))
     assert tuner.sac.actor_optim.param_groups[0]['lr'] == optim['param_groups'][0]['lr']
     assert not tuner.follow(7) and tuner.follows == 1  # never exported
-    for _ in range(learner.KEPT_ACTOR_STATES + 1):
+    for _ in range(learner.KEPT_ACTOR_STATES + 1):  # refused one by one, v1 still running
         tuner.snapshot()
-    assert len(tuner.actor_states) == learner.KEPT_ACTOR_STATES and not tuner.follow(1)
+        assert tuner.follow(1)
+    assert len(tuner.actor_states) == learner.KEPT_ACTOR_STATES
+    for _ in range(learner.KEPT_ACTOR_STATES):  # 16 newer exports and no refusal: v1 let go
+        tuner.snapshot()
+    assert not tuner.follow(1)

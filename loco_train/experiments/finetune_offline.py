@@ -213,23 +213,6 @@ class Robot:
         return [row] if row is not None else []
 
 
-def _actor_state(tuner):
-    """A copy of the learner's actor weights and optimiser state."""
-    import copy
-
-    sac = tuner.sac
-    return copy.deepcopy((sac.actor.state_dict(), sac.actor_optim.state_dict()))
-
-
-def _load_actor_state(tuner, state):
-    """Put the learner's actor back to a copy taken by _actor_state."""
-    import copy
-
-    actor, optim = copy.deepcopy(state)
-    tuner.sac.actor.load_state_dict(actor)
-    tuner.sac.actor_optim.load_state_dict(optim)
-
-
 def plot(rows, path, frozen):
     """Tracking error against minutes of robot data."""
     import matplotlib
@@ -299,7 +282,6 @@ def main(argv=None):
     running_version = tuner.version
     robot = Robot(OnnxPolicy(frozen_path), perturbation, args.exploration, args.seed)
     gate = NominalGate(args.gate_seeds, args.gate_margin, frozen_path) if args.gate_seeds else None
-    running_actor = _actor_state(tuner)  # what a rejected candidate's actor goes back to
     gated = 0
     frozen, _ = score(frozen_path, perturbation, args.eval_seeds)
     rows_out = [
@@ -332,11 +314,10 @@ def main(argv=None):
                 reason = gate.verdict(candidate_path) if gate is not None else ''
                 if reason:
                     gated += 1
-                    _load_actor_state(tuner, running_actor)
+                    tuner.follow(running_version)  # learn on from the policy the robot runs
                     raise hot_swap.UpdateRejected(f'gate: {reason}; actor reset')
                 robot.ctrl.swap_policy(candidate, tuner.version)
                 running_path, running_version = candidate_path, tuner.version
-                running_actor = _actor_state(tuner)
                 print(
                     f'  v{tuner.version} swapped in: deviation mean '
                     f'{figures["deviation_mean"]:.3f} max {figures["deviation_max"]:.3f}',

@@ -373,6 +373,7 @@ class FineTuner:
         state = self.actor_states.get(version)
         if state is None:
             return False
+        self.actor_states.move_to_end(version)  # a streak of refusals must not evict it
         actor, optim = copy.deepcopy(state)
         self.sac.actor.load_state_dict(actor)
         self.sac.actor_optim.load_state_dict(optim)
