@@ -287,3 +287,29 @@ def test_follow_puts_back_an_exported_versions_actor_and_optimiser():
     for _ in range(learner.KEPT_ACTOR_STATES):  # 16 newer exports and no refusal: v1 let go
         tuner.snapshot()
     assert not tuner.follow(1)
+
+
+def test_follow_reads_a_version_no_longer_kept_back_from_its_policy_file(tmp_path):
+    from loco_policy.policy_file import OnnxPolicy
+
+    tuner = FineTuner.from_onnx(SHIPPED, FinetuneConfig())
+    assert tuner.follow(0)  # the warm start is kept: the robot runs it before any candidate
+    with torch.no_grad():
+        for p in tuner.sac.actor.parameters():
+            p.mul_(0.9)
+    path = str(tmp_path / 'v1.onnx')
+    tuner.export(path)  # version 1, as written for the robot
+    restarted = FineTuner.from_onnx(SHIPPED, FinetuneConfig())  # e.g. after a restart
+    restarted.load_bytes(tuner.to_bytes())
+    with torch.no_grad():
+        for p in restarted.sac.actor.parameters():
+            p.mul_(1.2)
+    assert not restarted.follow(1)  # not kept, no file given
+    assert not restarted.follow(1, str(tmp_path / 'missing.onnx'))
+    assert restarted.follow(1, path) and restarted.follows == 1
+    obs = np.random.default_rng(0).normal(size=(64, spec.OBS_DIM)).astype(np.float32)
+    ours = restarted.sac.act(torch.as_tensor(obs), deterministic=True).numpy()
+    deployed = OnnxPolicy(path)
+    assert np.abs(ours - np.array([deployed.act(row) for row in obs])).max() < 1e-5
+    assert not restarted.sac.actor_optim.state  # that version's Adam moments were not kept
+    assert restarted.follow(1)  # and it is kept from now on

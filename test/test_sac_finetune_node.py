@@ -429,6 +429,34 @@ def test_a_refused_candidate_resets_the_actor_to_the_running_policy(link, run, t
     assert link.spin_until(lambda: link.value('actor_follows') == 1, 10.0), link.diag
     assert link.diag['last_follow'] == 'actor reset to running version 1'
     robot(99, 2)  # a version this learner never exported: said, not reset
-    assert link.spin_until(lambda: 'not kept' in link.diag.get('last_follow', ''), 10.0)
+    assert link.spin_until(lambda: 'not found' in link.diag.get('last_follow', ''), 10.0)
     assert link.value('actor_follows') == 1
     assert node.stopped_cleanly(), node.log()
+
+
+def test_the_nominal_gate_holds_back_a_candidate_and_resets_the_actor(link, run, tmp_path):
+    # margin -1: a candidate must track better than 0 x the warm start's nominal error, so every
+    # one is held back; with no /policy/status yet the actor goes back to the warm start (v0)
+    policies = tmp_path / 'policies'
+    gate = ('gate_seeds:=1', 'gate_margin:=-1.0')
+    node = run(tmp_path / 'store', policies, write_key(tmp_path), *gate)
+    link.send(range(0, ONE_EXPORT))
+    assert link.spin_until(lambda: link.value('gated') >= 1, 30.0), (link.diag, node.log())
+    assert link.spin_until(lambda: link.value('actor_follows') >= 1, 10.0), link.diag
+    assert link.diag['last_follow'] == 'actor reset to running version 0', link.diag
+    assert 'nominal tracking error' in link.diag['last_gate'], link.diag
+    export = link.last_export()
+    assert export['announced'] is False and export['path'].endswith('.gated.onnx'), export
+    assert os.path.isfile(export['path'])
+    assert not link.updates  # nothing reached /policy/update
+    assert node.stopped_cleanly(), node.log()
+
+
+def test_a_gate_without_a_reference_is_refused_at_start(link, tmp_path):
+    checkpoint = os.path.join(REPO, 'checkpoints', 'sac_anymal_paper', 'checkpoint.pt')
+    node = Node(
+        link.env, tmp_path / 'node.log', tmp_path / 'store', tmp_path / 'policies', None,
+        f'warm_start:={checkpoint}', 'gate_seeds:=1',
+    )  # fmt: skip
+    assert node.proc.wait(60) == 2, node.log()
+    assert 'needs gate_reference' in node.log()

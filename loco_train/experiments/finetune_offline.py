@@ -103,45 +103,6 @@ def score(path, perturbation, seeds):
     return tracking_error(summary), summary
 
 
-class NominalGate:
-    """A candidate must still walk the nominal simulated robot: no fall, tracking near the frozen.
-
-    Its episodes use seeds 100.. so that they differ from the evaluation's (0..).
-    """
-
-    def __init__(self, seeds, margin, frozen_path):
-        """Score the frozen policy once."""
-        from loco_policy.sim.backends import make_backend, Perturbation
-        from loco_train.experiments.evaluate import EvalConfig
-
-        self.config = EvalConfig(seeds=seeds)
-        self.backend = make_backend('mujoco', Perturbation())
-        self.seeds, self.margin = seeds, margin
-        self.frozen, _ = self.score(frozen_path)
-
-    def score(self, path):
-        """(tracking error, falls) of a policy file on the nominal robot."""
-        from loco_policy.policy_file import OnnxPolicy
-        from loco_train.experiments.evaluate import run_episode, segment_errors
-
-        policy, errors, falls = OnnxPolicy(path), [], 0
-        for seed in range(100, 100 + self.seeds):
-            trace = run_episode(policy, self.backend, self.config, seed, None)
-            falls += int(trace['fell'])
-            moving = [e for e in segment_errors(trace).values() if not np.isnan(e['lin'])]
-            errors.append(np.mean([e['lin'] + e['yaw'] for e in moving]) if moving else np.inf)
-        return float(np.mean(errors)), falls
-
-    def verdict(self, path):
-        """'' if the candidate passes, else why not."""
-        error, falls = self.score(path)
-        if falls:
-            return f'fell in {falls} of {self.seeds} nominal episodes'
-        if error > self.frozen * (1.0 + self.margin):
-            return f'nominal tracking error {error:.3f} against the frozen {self.frozen:.3f}'
-        return ''
-
-
 class Robot:
     """The perturbed MuJoCo robot under the deployment Controller, walking the schedule."""
 
@@ -245,6 +206,7 @@ def main(argv=None):
     from loco_policy.policy_file import OnnxPolicy
     from loco_policy.transition import pack_rows
     from loco_train.finetune import learner
+    from loco_train.finetune.gate import GateRefused, NominalGate
     from loco_train.finetune.ingest import TransitionAssembler
     from loco_train.finetune.reward import weights_from_overrides
 
@@ -311,11 +273,13 @@ def main(argv=None):
             candidate = OnnxPolicy(candidate_path)
             try:
                 figures = hot_swap.action_check(candidate, robot.ctrl.policy, recent, limits)
-                reason = gate.verdict(candidate_path) if gate is not None else ''
-                if reason:
+                try:
+                    if gate is not None:
+                        gate.check(candidate_path)
+                except GateRefused as reason:
                     gated += 1
                     tuner.follow(running_version)  # learn on from the policy the robot runs
-                    raise hot_swap.UpdateRejected(f'gate: {reason}; actor reset')
+                    raise hot_swap.UpdateRejected(f'gate: {reason}; actor reset') from None
                 robot.ctrl.swap_policy(candidate, tuner.version)
                 running_path, running_version = candidate_path, tuner.version
                 print(

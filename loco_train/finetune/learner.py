@@ -24,6 +24,7 @@ import copy
 from dataclasses import asdict, dataclass, replace
 import io
 import math
+import os
 import pickle
 
 import numpy as np
@@ -139,6 +140,7 @@ class FineTuner:
         self.actor_states = collections.OrderedDict()  # version -> (actor, optimiser) states
         self.follows = 0  # times the actor was reset to the policy the robot runs
         self._apply_schedule()
+        self._remember_actor(self.version)  # the warm start: what the robot runs at first
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -364,19 +366,31 @@ class FineTuner:
         while len(self.actor_states) > KEPT_ACTOR_STATES:
             self.actor_states.popitem(last=False)
 
-    def follow(self, version):
-        """Reset the actor to exported `version`, the one the robot runs; False if not kept.
+    def follow(self, version, path=None):
+        """Reset the actor to exported `version`, the one the robot runs; False if not found.
 
         After the robot rejects or rolls back a candidate the learner goes on from the policy
-        that is running, so its next candidates stay within the robot's swap limits of it.
+        that is running, so its next candidates stay within the robot's swap limits of it. The
+        last KEPT_ACTOR_STATES versions are kept with their optimiser state; an older one (or
+        one exported before a restart) is read back from its policy file `path`, with fresh
+        Adam moments.
         """
         state = self.actor_states.get(version)
-        if state is None:
+        if state is not None:
+            self.actor_states.move_to_end(version)  # a streak of refusals must not evict it
+            actor, optim = copy.deepcopy(state)
+            self.sac.actor.load_state_dict(actor)
+            self.sac.actor_optim.load_state_dict(optim)
+        elif path is not None and os.path.isfile(path):
+            try:
+                actor, _ = actor_from_onnx(path)
+                self.sac.actor.load_state_dict(actor.state_dict())
+            except (PolicyImportError, RuntimeError, OSError):  # not this actor's shape
+                return False
+            self.sac.actor_optim.state.clear()
+            self._remember_actor(version)
+        else:
             return False
-        self.actor_states.move_to_end(version)  # a streak of refusals must not evict it
-        actor, optim = copy.deepcopy(state)
-        self.sac.actor.load_state_dict(actor)
-        self.sac.actor_optim.load_state_dict(optim)
         self.follows += 1
         return True
 

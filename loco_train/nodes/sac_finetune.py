@@ -69,6 +69,9 @@ class SacFinetune(Node):
         declare('export_every_s', 0.0, any_type())  # s between candidates (0: by updates only)
         declare('checkpoint_every_s', 30.0, any_type())  # s between learner checkpoints
         declare('follow_robot', True)  # after a refused candidate, learn on from the running one
+        declare('gate_seeds', 0)  # nominal MuJoCo episodes a candidate must walk (0: no gate)
+        declare('gate_margin', 0.25, any_type())  # tracking error above the reference's allowed
+        declare('gate_reference', '')  # the policy file compared against ('' = the warm start)
         declare('diagnostics_period', 1.0, any_type())  # s
         declare('queue_depth', 500)  # /replay/transitions messages buffered (10 s at 50 Hz)
         declare('reorder_window', 20)  # rows a message may arrive out of order
@@ -101,6 +104,17 @@ class SacFinetune(Node):
         self.max_rate = float(value('max_updates_per_s').value)
 
         start = value('warm_start').value or SHIPPED_POLICY
+        self.gate_seeds = int(value('gate_seeds').value)
+        self.gate_margin = float(value('gate_margin').value)
+        self.gate_reference = value('gate_reference').value or (
+            start if str(start).endswith('.onnx') else ''
+        )
+        if self.gate_seeds > 0 and not self.gate_reference:
+            raise ValueError(
+                f'gate_seeds {self.gate_seeds} with a checkpoint warm start needs gate_reference: '
+                'the policy file the robot ran before fine-tuning'
+            )
+        self.gate, self.gated, self.last_gate = None, 0, ''
         device = value('device').value
         if str(start).endswith('.onnx'):
             self.tuner = learner.FineTuner.from_onnx(start, config, device)
@@ -139,6 +153,7 @@ class SacFinetune(Node):
         )
         self.follow_robot = bool(value('follow_robot').value)
         self._robot_refusals, self._follow = None, None  # rejections + rollbacks seen; version
+        self._running = None  # the version policy_node runs, from /policy/status
         self.follow_note = ''
         self.create_subscription(
             String,
@@ -180,11 +195,13 @@ class SacFinetune(Node):
             updates = status.get('updates') or {}
             refusals = int(updates.get('rejected', 0)) + int(updates.get('rollbacks', 0))
             running = status.get('policy_version')
+            running = None if running is None else int(running)
         except (ValueError, TypeError, AttributeError):
             return  # policy_node's own status; nothing to learn from a malformed one
+        self._running = running
         seen, self._robot_refusals = self._robot_refusals, refusals
         if self.follow_robot and seen is not None and refusals > seen and running is not None:
-            self._follow = int(running)  # applied by the learner thread at its next step
+            self._follow = running  # applied by the learner thread at its next step
 
     def on_timer(self):
         """Flush the store (at least once a second), publish /diagnostics."""
@@ -213,6 +230,8 @@ class SacFinetune(Node):
             'actor_frozen': self.tuner.actor_frozen,
             'actor_follows': self.tuner.follows,
             'last_follow': self.follow_note,
+            'gated': self.gated,
+            'last_gate': self.last_gate,
             'prior_share': round(self.tuner.prior_share(), 4),
             'policy_version': self.tuner.version,
             'last_export': json.dumps(self.last_export),
@@ -266,13 +285,13 @@ class SacFinetune(Node):
             with self._torch_lock:  # torch.onnx's tracer is not thread-safe beside autograd
                 version, self._follow = self._follow, None
                 if version is not None:
-                    followed = self.tuner.follow(version)
+                    followed = self.tuner.follow(version, self._version_path(version))
                     self.follow_note = (
                         f'actor reset to running version {version}'
                         if followed
-                        else f'running version {version} not kept; actor not reset'
+                        else f'running version {version} not found; actor not reset'
                     )
-                    self.get_logger().info(f'the robot refused a candidate: {self.follow_note}')
+                    self.get_logger().info(f'a candidate was refused: {self.follow_note}')
                 ran = self.tuner.update(limit=50)
                 self._maybe_export()
                 if time.monotonic() - self._checkpointed > self.checkpoint_every_s:
@@ -296,8 +315,33 @@ class SacFinetune(Node):
             return
         self._exports.put(snapshot)
 
+    def _version_path(self, version):
+        """The policy file of an exported version (the warm start's for its own version)."""
+        parent = self.tuner.parent
+        if version == int(parent.get('version', 0)) and str(parent.get('path')).endswith('.onnx'):
+            return parent['path']
+        return os.path.join(self.policy_dir, f'sac_finetune_v{version:05d}.onnx')
+
+    def _open_gate(self):
+        """Exporter thread, first: score the gate's reference (a few seconds of MuJoCo)."""
+        from loco_train.finetune.gate import GateRefused, NominalGate
+
+        try:
+            self.gate = NominalGate(self.gate_seeds, self.gate_margin, self.gate_reference)
+        except (GateRefused, OSError, ValueError, ImportError, RuntimeError) as error:
+            self.last_gate = f'gate closed: {error}'  # every candidate is held back
+            self.get_logger().error(f'nominal gate: {self.last_gate}')
+            return
+        self.last_gate = f'reference error {self.gate.reference:.3f}'
+        self.get_logger().info(
+            f'nominal gate: {self.gate_seeds} episodes, reference {self.gate_reference} '
+            f'tracking error {self.gate.reference:.3f}, margin {self.gate_margin:.0%}'
+        )
+
     def _export_loop(self):
         """Exporter thread: write each queued candidate (the first one is traced), announce it."""
+        if self.gate_seeds > 0:
+            self._open_gate()
         while not self._stop.is_set():
             try:
                 snapshot = self._exports.get(timeout=0.1)
@@ -335,6 +379,8 @@ class SacFinetune(Node):
             'seconds': round(time.monotonic() - start, 3),
             'announced': self.key is not None,
         }
+        if self.gate_seeds > 0 and not self._passes_gate(version, parent, path):
+            return
         if self.key is None:
             return
         update = {
@@ -352,6 +398,29 @@ class SacFinetune(Node):
             self.last_export['announced'] = False
             return
         self.get_logger().info(f'announced policy version {version} ({path})')
+
+    def _passes_gate(self, version, parent, path):
+        """Run the nominal gate; a refused candidate is renamed *.gated.onnx, never announced."""
+        from loco_train.finetune.gate import GateRefused
+
+        if self.gate is None:
+            reason = self.last_gate
+        else:
+            try:
+                error = self.gate.check(path)
+                self.last_export['gate_error'] = round(error, 4)
+                return True
+            except GateRefused as refused:
+                reason = str(refused)
+        self.gated += 1
+        self.last_gate = f'version {version}: {reason}'
+        gated = path[: -len('.onnx')] + '.gated.onnx'
+        os.replace(path, gated)
+        self.last_export.update(path=gated, announced=False, gated=reason)
+        self.get_logger().warning(f'candidate {self.last_gate}; not announced')
+        if self.follow_robot:  # learn on from what the robot runs (the parent before any status)
+            self._follow = self._running if self._running is not None else parent
+        return False
 
     def _checkpoint(self):
         """Save the learner's state into the store's checkpoint slot; True when on disk."""
