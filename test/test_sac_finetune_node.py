@@ -431,6 +431,11 @@ def test_a_refused_candidate_resets_the_actor_to_the_running_policy(link, run, t
     robot(99, 2)  # a version this learner never exported: said, not reset
     assert link.spin_until(lambda: 'not found' in link.diag.get('last_follow', ''), 10.0)
     assert link.value('actor_follows') == 1
+    # back on the file it was started with, which policy_node names by its sha256's first 8 hex
+    digest = hashlib.sha256(open(SHIPPED_POLICY, 'rb').read()).hexdigest()
+    robot(int(digest[:8], 16), 3)
+    assert link.spin_until(lambda: link.value('actor_follows') == 2, 10.0), link.diag
+    assert link.diag['last_follow'] == 'actor reset to running version 0'
     assert node.stopped_cleanly(), node.log()
 
 

@@ -128,6 +128,12 @@ class SacFinetune(Node):
             self.tuner.load_bytes(checkpoint)
             resumed = f'resumed at update {self.tuner.updates}, version {self.tuner.version}'
         self.tuner.refill(stored)
+        # policy_node names a file it was started with by its sha256's first 8 hex digits
+        self._start_ids = {}
+        for path in {p for p in (start, self.gate_reference) if str(p).endswith('.onnx')}:
+            with open(path, 'rb') as handle:
+                digest = hashlib.sha256(handle.read()).hexdigest()
+            self._start_ids[int(digest[:8], 16)] = int(self.tuner.parent.get('version', 0))
         self.assembler = TransitionAssembler(
             self.weights, window=int(value('reorder_window').value)
         )
@@ -196,6 +202,7 @@ class SacFinetune(Node):
             refusals = int(updates.get('rejected', 0)) + int(updates.get('rollbacks', 0))
             running = status.get('policy_version')
             running = None if running is None else int(running)
+            running = self._start_ids.get(running, running)  # the file it started with: v0
         except (ValueError, TypeError, AttributeError):
             return  # policy_node's own status; nothing to learn from a malformed one
         self._running = running
