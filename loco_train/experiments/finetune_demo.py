@@ -188,8 +188,11 @@ def thin(candidates, points):
     return [candidates[min(len(candidates) - 1, round((i + 1) * step) - 1)] for i in range(points)]
 
 
-def plot(rows, path, goal_error):
-    """Tracking error against minutes of robot data."""
+def plot(rows, path, goal_error, end=None):
+    """Tracking error against minutes of robot data.
+
+    end: (minutes, error) of the policy active when the run stopped, drawn on from the last row.
+    """
     import matplotlib
 
     matplotlib.use('Agg')
@@ -198,6 +201,10 @@ def plot(rows, path, goal_error):
     fig, ax = plt.subplots(figsize=(7, 4))
     minutes = [r['robot_minutes'] for r in rows]
     ax.plot(minutes, [r['tracking_error'] for r in rows], 'o-', label='policy active on robot')
+    if end is not None and end[0] > minutes[-1]:
+        ax.plot(
+            [minutes[-1], end[0]], [end[1], end[1]], color='C0', ls=':', label='active to the end'
+        )
     ax.axhline(rows[0]['tracking_error'], color='grey', ls='--', label='frozen policy')
     ax.axhline(goal_error, color='green', ls=':', label=f'goal ({int(GOAL * 100)} % lower)')
     ax.set_xlabel('robot data (min at 50 Hz)')
@@ -291,7 +298,8 @@ def run(args):
         nominal = evaluate_candidates(out, frozen_policy, end, args.eval_seeds,
                                       {'payload': 0.0, 'gain_scale': 1.0, 'latency': 0.0},
                                       say)  # fmt: skip
-    plot(rows, os.path.join(out, 'finetune_curve.png'), goal_error)
+    ending = (args.minutes, final['tracking_error'])
+    plot(rows, os.path.join(out, 'finetune_curve.png'), goal_error, ending)
     reduction = 1.0 - final['tracking_error'] / frozen['tracking_error']
     result = {
         'minutes_of_robot_data': args.minutes,
