@@ -313,3 +313,12 @@ def test_follow_reads_a_version_no_longer_kept_back_from_its_policy_file(tmp_pat
     assert np.abs(ours - np.array([deployed.act(row) for row in obs])).max() < 1e-5
     assert not restarted.sac.actor_optim.state  # that version's Adam moments were not kept
     assert restarted.follow(1)  # and it is kept from now on
+    # a file of another lineage (its normaliser differs) is not taken for a version of ours
+    foreign = FineTuner.from_onnx(SHIPPED, FinetuneConfig())
+    with torch.no_grad():
+        foreign.sac.normalizer.mean.add_(0.5)
+    other = str(tmp_path / 'foreign.onnx')
+    foreign.export(other)
+    before = [p.detach().clone() for p in restarted.sac.actor.parameters()]
+    assert not restarted.follow(7, other)
+    assert all(torch.equal(a, b) for a, b in zip(before, restarted.sac.actor.parameters()))

@@ -441,19 +441,39 @@ def test_a_refused_candidate_resets_the_actor_to_the_running_policy(link, run, t
 
 def test_the_nominal_gate_holds_back_a_candidate_and_resets_the_actor(link, run, tmp_path):
     # margin -1: a candidate must track better than 0 x the warm start's nominal error, so every
-    # one is held back; with no /policy/status yet the actor goes back to the warm start (v0)
+    # one is held back; with no /policy/status the actor goes back to the last candidate that
+    # passed, here the warm start (v0), after the second refusal too (never to a refused v1)
     policies = tmp_path / 'policies'
     gate = ('gate_seeds:=1', 'gate_margin:=-1.0')
     node = run(tmp_path / 'store', policies, write_key(tmp_path), *gate)
-    link.send(range(0, ONE_EXPORT))
-    assert link.spin_until(lambda: link.value('gated') >= 1, 30.0), (link.diag, node.log())
-    assert link.spin_until(lambda: link.value('actor_follows') >= 1, 10.0), link.diag
+    link.send(range(0, 3 * ONE_EXPORT))
+    assert link.spin_until(lambda: link.value('gated') >= 2, 60.0), (link.diag, node.log())
+    assert link.spin_until(lambda: link.value('actor_follows') >= 2, 10.0), link.diag
     assert link.diag['last_follow'] == 'actor reset to running version 0', link.diag
     assert 'nominal tracking error' in link.diag['last_gate'], link.diag
+    assert link.diag['last_gate'].count('version') == 1, link.diag  # one reason, not nested
     export = link.last_export()
     assert export['announced'] is False and export['path'].endswith('.gated.onnx'), export
     assert os.path.isfile(export['path'])
     assert not link.updates  # nothing reached /policy/update
+    assert node.stopped_cleanly(), node.log()
+
+
+def test_a_gate_that_cannot_open_holds_back_every_candidate(link, run, tmp_path):
+    # a reference that is no policy file: the gate stays closed, learning and exports go on,
+    # nothing is announced, and the exporter survives to hold back the next candidate too
+    reference = tmp_path / 'not_a_policy.onnx'
+    reference.write_bytes(b'not an onnx file')
+    node = run(
+        tmp_path / 'store', tmp_path / 'policies', write_key(tmp_path),
+        'gate_seeds:=1', f'gate_reference:={reference}',
+    )  # fmt: skip
+    link.send(range(0, 3 * ONE_EXPORT))
+    assert link.spin_until(lambda: link.value('gated') >= 2, 60.0), (link.diag, node.log())
+    gate = link.diag['last_gate']
+    assert gate.startswith('version ') and ': gate closed: ' in gate, gate
+    assert gate.count('gate closed') == 1 and gate.count('version') == 1, gate
+    assert link.value('updates') > 0 and not link.updates, link.diag
     assert node.stopped_cleanly(), node.log()
 
 

@@ -298,7 +298,8 @@ def run(args):
         nominal = evaluate_candidates(out, frozen_policy, end, args.eval_seeds,
                                       {'payload': 0.0, 'gain_scale': 1.0, 'latency': 0.0},
                                       say)  # fmt: skip
-    ending = (args.minutes, final['tracking_error'])
+    # walk() returned: args.minutes of robot data were recorded; no line for a missing file
+    ending = (args.minutes, final['tracking_error']) if end or end_label == 'frozen' else None
     plot(rows, os.path.join(out, 'finetune_curve.png'), goal_error, ending)
     reduction = 1.0 - final['tracking_error'] / frozen['tracking_error']
     result = {

@@ -20,8 +20,12 @@ class GateRefused(Exception):
 class NominalGate:
     """Screens policy files on the nominal simulated robot against a reference policy."""
 
-    def __init__(self, seeds, margin, reference_path):
-        """Score the reference policy once (seeds episodes, a few seconds each)."""
+    def __init__(self, seeds, margin, reference_path, stop=None):
+        """Score the reference policy once (seeds episodes, a few seconds each).
+
+        stop: a callable; when it returns True a scoring ends after the episode under way
+        (GateRefused), so a node shutting down does not wait for a whole gate.
+        """
         from loco_policy.sim.backends import make_backend, Perturbation
         from loco_train.experiments.evaluate import EvalConfig
 
@@ -30,6 +34,7 @@ class NominalGate:
         self.config = EvalConfig(seeds=seeds)
         self.backend = make_backend('mujoco', Perturbation())
         self.seeds, self.margin = int(seeds), float(margin)
+        self.stop = stop or (lambda: False)
         self.reference_path = str(reference_path)
         self.reference, falls = self.score(reference_path)
         if falls:  # a reference that falls makes every comparison meaningless
@@ -44,6 +49,8 @@ class NominalGate:
 
         policy, errors, falls = OnnxPolicy(path), [], 0
         for seed in range(FIRST_SEED, FIRST_SEED + self.seeds):
+            if self.stop():
+                raise GateRefused('stopped before the gate ended')
             trace = run_episode(policy, self.backend, self.config, seed, None)
             falls += int(trace['fell'])
             moving = [e for e in segment_errors(trace).values() if not np.isnan(e['lin'])]

@@ -383,7 +383,9 @@ class FineTuner:
             self.sac.actor_optim.load_state_dict(optim)
         elif path is not None and os.path.isfile(path):
             try:
-                actor, _ = actor_from_onnx(path)
+                actor, normalizer = actor_from_onnx(path)
+                if not self._same_normalizer(normalizer):  # not of this learner's lineage
+                    return False
                 self.sac.actor.load_state_dict(actor.state_dict())
             except (PolicyImportError, RuntimeError, OSError):  # not this actor's shape
                 return False
@@ -393,6 +395,19 @@ class FineTuner:
             return False
         self.follows += 1
         return True
+
+    def _same_normalizer(self, normalizer):
+        """True when a policy file's normaliser is this learner's (its actor fits our inputs)."""
+        ours = self.sac.normalizer
+        return all(
+            torch.allclose(
+                getattr(normalizer, name).double().cpu(),
+                getattr(ours, name).double().cpu(),
+                rtol=1e-4,
+                atol=1e-5,
+            )
+            for name in ('mean', 'var')
+        )
 
     def write_candidate(self, snapshot, path):
         """Write a snapshot through the common exporter, atomically; return its metadata."""

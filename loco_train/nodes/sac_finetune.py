@@ -114,7 +114,10 @@ class SacFinetune(Node):
                 f'gate_seeds {self.gate_seeds} with a checkpoint warm start needs gate_reference: '
                 'the policy file the robot ran before fine-tuning'
             )
+        if self.gate_seeds > 0 and not os.path.isfile(self.gate_reference):
+            raise ValueError(f'gate_reference {self.gate_reference}: no such file')
         self.gate, self.gated, self.last_gate = None, 0, ''
+        self._gate_closed = ''  # why the gate could not open (then every candidate is held back)
         device = value('device').value
         if str(start).endswith('.onnx'):
             self.tuner = learner.FineTuner.from_onnx(start, config, device)
@@ -130,10 +133,14 @@ class SacFinetune(Node):
         self.tuner.refill(stored)
         # policy_node names a file it was started with by its sha256's first 8 hex digits
         self._start_ids = {}
-        for path in {p for p in (start, self.gate_reference) if str(p).endswith('.onnx')}:
+        # with a checkpoint warm start the robot starts on gate_reference, its exported policy
+        started = (start, self.gate_reference) if self.gate_seeds > 0 else (start,)
+        for path in {p for p in started if str(p).endswith('.onnx')}:
             with open(path, 'rb') as handle:
                 digest = hashlib.sha256(handle.read()).hexdigest()
             self._start_ids[int(digest[:8], 16)] = int(self.tuner.parent.get('version', 0))
+        # the version a refused candidate goes back to when the robot's status is unknown
+        self._last_passed = int(self.tuner.parent.get('version', 0))
         self.assembler = TransitionAssembler(
             self.weights, window=int(value('reorder_window').value)
         )
@@ -159,6 +166,7 @@ class SacFinetune(Node):
         )
         self.follow_robot = bool(value('follow_robot').value)
         self._robot_refusals, self._follow = None, None  # rejections + rollbacks seen; version
+        self._follow_lock = threading.Lock()  # _follow: set by callbacks and exporter, taken once
         self._running = None  # the version policy_node runs, from /policy/status
         self.follow_note = ''
         self.create_subscription(
@@ -208,7 +216,7 @@ class SacFinetune(Node):
         self._running = running
         seen, self._robot_refusals = self._robot_refusals, refusals
         if self.follow_robot and seen is not None and refusals > seen and running is not None:
-            self._follow = running  # applied by the learner thread at its next step
+            self._request_follow(running)  # applied by the learner thread at its next step
 
     def on_timer(self):
         """Flush the store (at least once a second), publish /diagnostics."""
@@ -290,7 +298,8 @@ class SacFinetune(Node):
             for transitions in inbox:
                 self.tuner.add(transitions)
             with self._torch_lock:  # torch.onnx's tracer is not thread-safe beside autograd
-                version, self._follow = self._follow, None
+                with self._follow_lock:
+                    version, self._follow = self._follow, None
                 if version is not None:
                     followed = self.tuner.follow(version, self._version_path(version))
                     self.follow_note = (
@@ -315,6 +324,8 @@ class SacFinetune(Node):
         due |= 0 < self.export_every_s <= time.monotonic() - at and self.tuner.updates > updates
         if not due or self.tuner.actor_frozen or not self._exports.empty() or self._writing:
             return
+        if self._follow is not None:  # a refusal came in since this step began: reset first
+            return
         snapshot = self.tuner.snapshot()
         self._exported_at = (time.monotonic(), self.tuner.updates)
         if not self._checkpoint():  # the version counter is on disk before anyone hears of it
@@ -329,14 +340,22 @@ class SacFinetune(Node):
             return parent['path']
         return os.path.join(self.policy_dir, f'sac_finetune_v{version:05d}.onnx')
 
+    def _request_follow(self, version):
+        """Ask the learner thread to reset its actor to `version` at its next step."""
+        with self._follow_lock:
+            self._follow = version
+
     def _open_gate(self):
         """Exporter thread, first: score the gate's reference (a few seconds of MuJoCo)."""
-        from loco_train.finetune.gate import GateRefused, NominalGate
+        from loco_train.finetune.gate import NominalGate
 
         try:
-            self.gate = NominalGate(self.gate_seeds, self.gate_margin, self.gate_reference)
-        except (GateRefused, OSError, ValueError, ImportError, RuntimeError) as error:
-            self.last_gate = f'gate closed: {error}'  # every candidate is held back
+            self.gate = NominalGate(
+                self.gate_seeds, self.gate_margin, self.gate_reference, stop=self._stop.is_set
+            )
+        except Exception as error:  # any failure (MuJoCo, onnxruntime, a file) closes the gate
+            self._gate_closed = f'gate closed: {type(error).__name__}: {error}'
+            self.last_gate = self._gate_closed  # every candidate is held back
             self.get_logger().error(f'nominal gate: {self.last_gate}')
             return
         self.last_gate = f'reference error {self.gate.reference:.3f}'
@@ -384,9 +403,9 @@ class SacFinetune(Node):
             'updates': extra['updates'],
             'robot_transitions': extra['robot_transitions'],
             'seconds': round(time.monotonic() - start, 3),
-            'announced': self.key is not None,
+            'announced': False,  # set once /policy/update is published
         }
-        if self.gate_seeds > 0 and not self._passes_gate(version, parent, path):
+        if self.gate_seeds > 0 and not self._passes_gate(version, path):
             return
         if self.key is None:
             return
@@ -404,14 +423,16 @@ class SacFinetune(Node):
                 raise
             self.last_export['announced'] = False
             return
+        self.last_export['announced'] = True
+        self._last_passed = version
         self.get_logger().info(f'announced policy version {version} ({path})')
 
-    def _passes_gate(self, version, parent, path):
+    def _passes_gate(self, version, path):
         """Run the nominal gate; a refused candidate is renamed *.gated.onnx, never announced."""
         from loco_train.finetune.gate import GateRefused
 
         if self.gate is None:
-            reason = self.last_gate
+            reason = self._gate_closed or 'gate not open'
         else:
             try:
                 error = self.gate.check(path)
@@ -419,14 +440,17 @@ class SacFinetune(Node):
                 return True
             except GateRefused as refused:
                 reason = str(refused)
+            except Exception as error:  # a candidate the gate cannot run is not announced either
+                reason = f'gate failed: {type(error).__name__}: {error}'
         self.gated += 1
         self.last_gate = f'version {version}: {reason}'
         gated = path[: -len('.onnx')] + '.gated.onnx'
         os.replace(path, gated)
         self.last_export.update(path=gated, announced=False, gated=reason)
         self.get_logger().warning(f'candidate {self.last_gate}; not announced')
-        if self.follow_robot:  # learn on from what the robot runs (the parent before any status)
-            self._follow = self._running if self._running is not None else parent
+        if self.follow_robot:  # learn on from what the robot runs (before any status: the last
+            # candidate announced, else the warm start)
+            self._request_follow(self._running if self._running is not None else self._last_passed)
         return False
 
     def _checkpoint(self):
