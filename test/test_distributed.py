@@ -192,6 +192,22 @@ def test_two_ranks_equal_one_rank_after_one_update(tmp_path):
     assert _max_difference(a, c) > 100 * TOLERANCE
 
 
+def test_two_ranks_equal_one_rank_with_the_normaliser_merged_per_window(tmp_path):
+    """--normalizer-update window: one all-reduce of the window's moments, the same update."""
+    args = [*SHAC_ARGS, '--iterations=2', '--normalizer-update=window']
+    one = _summary(
+        _run(
+            [sys.executable, '-m', 'loco_train.cli', 'shac', *args, f'--log-dir={tmp_path / "a"}']
+        )
+    )
+    two = _summary(_run(_torchrun(2, 'shac', *args, f'--log-dir={tmp_path / "b"}')))
+    a, b = _shac_state(one['checkpoint']), _shac_state(two['checkpoint'])
+    assert _max_difference(a, b) < ADAM_TOLERANCE
+    assert _moment_difference(a, b) < MOMENT_TOLERANCE
+    # start states once, then every later step's observations: 8 x (1 + 3) + 8 x 4
+    assert float(a['normalizer']['count']) == float(b['normalizer']['count']) == 8 * 4 * 2
+
+
 def test_update_differs_with_other_environments(tmp_path):
     """A run on another seed ends far from the tolerance: the equality above is not vacuous."""
     runs = []

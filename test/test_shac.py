@@ -85,3 +85,27 @@ def test_state_dict_round_trip():
     obs = torch.randn(5, 4)
     torch.testing.assert_close(a.actor(a.normalize(obs)), b.actor(b.normalize(obs)))
     assert b.iterations == 1
+
+
+def test_per_window_normaliser_acts_on_the_window_start_statistics():
+    env = PointMassEnv(num_envs=8, seed=2)
+    shac = make(env, normalizer_update='window')
+    obs = env.reset()
+    shac.train_window(env, obs)  # the first window: start states, then the rest of the window
+    assert float(shac.normalizer.count) == 8 * 16
+    start = (shac.normalizer.mean.clone(), shac.normalizer.var.clone())
+    seen = []
+    step = env.step
+
+    def watched(action):  # the statistics every action of the window was chosen with
+        seen.append((shac.normalizer.mean.clone(), shac.normalizer.var.clone()))
+        return step(action)
+
+    env.step = watched
+    shac.train_window(env, env.reset())
+    assert len(seen) == 16
+    assert all(torch.equal(m, start[0]) and torch.equal(v, start[1]) for m, v in seen)
+    assert float(shac.normalizer.count) == 8 * 32  # merged once, after the window
+    assert not torch.equal(shac.normalizer.mean, start[0])
+    with pytest.raises(ValueError, match='normalizer_update'):
+        make(env, normalizer_update='episode')

@@ -31,6 +31,7 @@ def add_arguments(parser):
         '--iterations', type=int, default=5, help='SHAC iterations or SAC vector steps per run'
     )
     parser.add_argument('--sac-args', default='', help='more `loco-train sac` flags, one string')
+    parser.add_argument('--shac-args', default='', help='more `loco-train shac` flags, one string')
     parser.add_argument('--ranks', type=int, default=2, help='K, ranks of the parallel case')
     parser.add_argument('--repeats', type=int, default=2, help='runs of each case')
     parser.add_argument('--target', type=float, default=1.7, help='speed-up the result checks')
@@ -49,6 +50,7 @@ def case_command(ranks, args, log_dir):
             torchrun
             + ['shac', *common, f'--horizon={args.horizon}']
             + [f'--iterations={args.iterations}', '--checkpoint-interval=0']
+            + shlex.split(args.shac_args)
         )
     # SAC: learning starts after one vector step; then `iterations` steps with updates.
     return torchrun + ['sac', '--env=anymal', *common] + [
@@ -118,6 +120,7 @@ def run(args):
         'envs': args.envs,
         'horizon': args.horizon if args.algorithm == 'shac' else None,
         'sac_args': args.sac_args if args.algorithm == 'sac' else None,
+        'shac_args': args.shac_args if args.algorithm == 'shac' else None,
         'iterations': args.iterations,
         'ranks': args.ranks,
         'threads_per_rank': 1,

@@ -328,6 +328,12 @@ OPTIONS = {
     'critic_lr': ('shac.critic_lr', 'critic learning rate (default %(default)s)'),
     'grad_norm': ('shac.grad_norm', 'gradient-norm clip (default %(default)s)'),
     'sigma0': ('shac.sigma0', 'initial exploration std (default %(default)s)'),
+    'normalizer_update': (
+        'shac.normalizer_update',
+        "when the observation normaliser merges new data: 'step' (each control step) or 'window' "
+        '(after each window, acting on its start statistics; one all-reduce per window under '
+        'torchrun) (default %(default)s)',
+    ),
     'actor_warmup': (
         'shac.actor_warmup',
         'first iterations without an actor step, the critic learning first (default %(default)s)',

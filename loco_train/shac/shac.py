@@ -70,6 +70,10 @@ class SHACConfig:
     values before their gradients move it."""
     normalize_obs: bool = True
     """Keep a running observation normaliser (baked into the exported policy)."""
+    normalizer_update: str = 'step'
+    """'step': merge each control step's observations before acting on them; 'window': act
+    on the statistics of the window's start (Xu et al.'s DiffRL) and merge the whole window
+    after the actor step, one all-reduce per window under torchrun instead of one per step."""
     extra: dict = field(default_factory=dict)
     """Free-form notes stored with checkpoints."""
 
@@ -111,6 +115,10 @@ class SHAC:
         all of them).
         """
         self.cfg = config or SHACConfig()
+        if self.cfg.normalizer_update not in ('step', 'window'):
+            raise ValueError(
+                f"normalizer_update {self.cfg.normalizer_update!r}: 'step' or 'window'"
+            )
         self.device = torch.device(device)
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)))
@@ -182,9 +190,13 @@ class SHAC:
         loss = torch.zeros((), device=self.device)
         obs_buf, rew_buf, term_buf, trunc_buf, next_buf = [], [], [], [], []
         logged = {}  # env's per-step scalars (e.g. each reward term), averaged over the window
+        reduce = self.sync.all_reduce_sum_ if self.sync is not None else None
+        per_window = cfg.normalize_obs and cfg.normalizer_update == 'window'
+        first = per_window and float(self.normalizer.count) == 0
+        if first:  # nothing seen yet: the start states' statistics, not the identity
+            self.normalizer.update(obs, all_reduce=reduce)
         for _ in range(cfg.horizon):
-            if cfg.normalize_obs:
-                reduce = self.sync.all_reduce_sum_ if self.sync is not None else None
+            if cfg.normalize_obs and not per_window:
                 self.normalizer.update(obs.detach(), all_reduce=reduce)
             action = self.sample_action(self.normalize(obs))
             next_obs, reward, terminated, truncated, extras = env.step(action)
@@ -230,6 +242,10 @@ class SHAC:
         else:
             metrics['skipped_window'] = 1.0
         self.actor_opt.zero_grad(set_to_none=True)
+        if per_window:  # after the backward pass, which needed the statistics it acted on
+            seen = obs_buf[1:] if first else obs_buf  # the start states were merged already
+            if seen:
+                self.normalizer.update(torch.cat(seen), all_reduce=reduce)
         stats = getattr(env, 'adjoint_stats', None)
         if stats is not None:  # share of state-adjoint rows the env clipped in this backward
             metrics['adjoint_clipped'] = stats.pop_fraction()
