@@ -338,6 +338,10 @@ class SacFinetune(Node):
         parent = self.tuner.parent
         if version == int(parent.get('version', 0)) and str(parent.get('path')).endswith('.onnx'):
             return parent['path']
+        return self._candidate_path(version)
+
+    def _candidate_path(self, version):
+        """Where an exported version's policy file is written in policy_dir."""
         return os.path.join(self.policy_dir, f'sac_finetune_v{version:05d}.onnx')
 
     def _request_follow(self, version):
@@ -385,7 +389,7 @@ class SacFinetune(Node):
     def _write_and_announce(self, snapshot):
         """Write one candidate into policy_dir and publish its signed /policy/update."""
         version, parent, _, extra = snapshot
-        path = os.path.join(self.policy_dir, f'sac_finetune_v{version:05d}.onnx')
+        path = self._candidate_path(version)
         start = time.monotonic()
         try:
             with self._torch_lock:  # learning waits while the exporter traces or checks
