@@ -109,3 +109,18 @@ def test_per_window_normaliser_acts_on_the_window_start_statistics():
     assert not torch.equal(shac.normalizer.mean, start[0])
     with pytest.raises(ValueError, match='normalizer_update'):
         make(env, normalizer_update='episode')
+
+
+@pytest.mark.parametrize('v_max, falls', [(0.15, True), (100.0, False)])
+def test_terminal_gradient_changes_the_step_only_where_an_episode_terminates(v_max, falls):
+    runs = []
+    for weight in (0.0, 1.0):
+        env = PointMassEnv(num_envs=8, v_max=v_max, seed=3)
+        shac = make(env, terminal_gradient=weight)
+        _, metrics, batch = shac.train_window(env, env.reset())
+        runs.append((metrics, batch, [p.detach().clone() for p in shac.actor.parameters()]))
+    (m0, b0, p0), (m1, b1, p1) = runs
+    assert bool(b0['terminated'].any()) == falls
+    assert m1['actor_loss'] == pytest.approx(m0['actor_loss'], rel=1e-6)  # zero in value
+    same = all(torch.equal(a, b) for a, b in zip(p0, p1))
+    assert same != falls  # the critic's slope at a fall moved the actor differently

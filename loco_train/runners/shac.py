@@ -338,6 +338,11 @@ OPTIONS = {
         'shac.actor_warmup',
         'first iterations without an actor step, the critic learning first (default %(default)s)',
     ),
+    'terminal_gradient': (
+        'shac.terminal_gradient',
+        "weight of the target critic's slope at an early termination, added to the actor loss"
+        ' with value 0 (a fall still bootstraps 0); 0 off (default %(default)s)',
+    ),
     'threads': (
         'threads',
         "torch CPU threads of a one-process run, 0 = torch's default; under torchrun"

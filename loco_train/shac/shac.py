@@ -74,6 +74,11 @@ class SHACConfig:
     """'step': merge each control step's observations before acting on them; 'window': act
     on the statistics of the window's start (Xu et al.'s DiffRL) and merge the whole window
     after the actor step, one all-reduce per window under torchrun instead of one per step."""
+    terminal_gradient: float = 0.0
+    """Weight w of the target critic's slope at an early termination: the actor loss gains
+    w gamma^t (V(s_fall) - sg[V(s_fall)]), zero in value (a fall still bootstraps 0), so that a
+    fall, which the return does not differentiate, pulls the actions towards states the critic
+    rates higher. 0: off (Xu et al.)."""
     extra: dict = field(default_factory=dict)
     """Free-form notes stored with checkpoints."""
 
@@ -210,6 +215,9 @@ class SHAC:
                 # segment ends: terminated bootstraps 0, truncated from the pre-reset state
                 v_final = self.target_critic(self.normalize(final_obs))
                 bootstrap = torch.where(truncated, v_final, torch.zeros_like(v_final))
+                if cfg.terminal_gradient:  # the slope at a fall, with value 0
+                    slope = cfg.terminal_gradient * (v_final - v_final.detach())
+                    bootstrap = bootstrap + torch.where(terminated, slope, 0.0)
                 loss = loss - torch.sum(torch.where(done, acc + gamma_t * bootstrap, 0.0))
                 acc = torch.where(done, torch.zeros_like(acc), acc)
                 gamma_t = torch.where(done, torch.ones_like(gamma_t), gamma_t)
