@@ -1,5 +1,9 @@
 """The fine-tuning learner without ROS: warm start from the shipped policy, updates, export."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +13,8 @@ from loco_policy.control.hot_swap import action_check, contract_differences, Swa
 from loco_policy.policy_file import OnnxPolicy
 from loco_train.finetune.ingest import empty_transitions
 from loco_train.finetune.learner import FinetuneConfig, FineTuner, WarmStartError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SHIPPED = 'loco_policy/policies/anymal_c_walk.onnx'
 PPO = 'loco_policy/policies/anymal_c_walk_ppo.onnx'
@@ -322,3 +328,42 @@ def test_follow_reads_a_version_no_longer_kept_back_from_its_policy_file(tmp_pat
     before = [p.detach().clone() for p in restarted.sac.actor.parameters()]
     assert not restarted.follow(7, other)
     assert all(torch.equal(a, b) for a, b in zip(before, restarted.sac.actor.parameters()))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='needs two CPUs to tell them apart')
+def test_the_exporters_check_keeps_every_thread_on_the_pinned_cpu():
+    # An onnxruntime session with default options pins a pool thread to a CPU of its own choice
+    # whatever the process's affinity; the sidecar's exports must stay off the control core.
+    cpu = min(os.sched_getaffinity(0))
+    script = f'''
+import glob, os
+os.sched_setaffinity(0, {{{cpu}}})
+import onnxruntime
+import torch
+from loco_policy import spec
+from loco_train.policy.export import DeployedPolicy
+from loco_train.policy.normalizer import EmpiricalNormalizer
+from loco_train.policy.onnx_template import OnnxTemplate
+from loco_train.sac.actor import anymal_action_bounds, SquashedGaussianActor
+seen = []
+class Session(onnxruntime.InferenceSession):  # the CPUs of every thread while a session lives
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for task in glob.glob('/proc/self/task/*/status'):
+            seen.extend(l.split()[-1] for l in open(task) if l.startswith('Cpus_allowed_list'))
+onnxruntime.InferenceSession = Session
+b, c = anymal_action_bounds()
+actor = SquashedGaussianActor(spec.OBS_DIM, b, c, hidden=(16, 16), mean_init_std=0.3)
+normalizer = EmpiricalNormalizer(spec.OBS_DIM)
+normalizer.update(torch.randn(64, spec.OBS_DIM) * 3.0 + 1.0)  # every initializer distinct
+template = OnnxTemplate()
+for _ in range(2):  # the second copy of the template is checked with onnxruntime
+    template.model_for(DeployedPolicy(normalizer, actor).eval())
+assert template.traces == 1
+print(*seen)
+'''
+    out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                         timeout=120, cwd=REPO)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    allowed = out.stdout.split()
+    assert allowed and set(allowed) == {str(cpu)}, allowed

@@ -101,10 +101,16 @@ def _matches(model, policy, samples=32, seed=0):
     """True when onnxruntime on model and policy's forward agree on random observations."""
     import onnxruntime
 
+    from loco_policy.policy_file import session_options
+
     obs = np.random.default_rng(seed).normal(0.0, 1.0, (samples, spec.OBS_DIM)).astype(np.float32)
+    # One thread, no spinning: a default session pins a thread pool to CPUs of its own choice
+    # (CPU 1 on two cores, whatever the process's affinity), which in the fine-tuning sidecar
+    # could land beside the control loop.
     session = onnxruntime.InferenceSession(
-        model.SerializeToString(), providers=['CPUExecutionProvider']
-    )
+        model.SerializeToString(), sess_options=session_options(),
+        providers=['CPUExecutionProvider'],
+    )  # fmt: skip
     ours = session.run(None, {'obs': obs})[0]
     with torch.no_grad():
         theirs = policy(torch.from_numpy(obs)).cpu().numpy()
