@@ -335,7 +335,7 @@ def test_the_exporters_check_keeps_every_thread_on_the_pinned_cpu():
     # An onnxruntime session with default options pins a pool thread to a CPU of its own choice
     # whatever the process's affinity; the sidecar's exports must stay off the control core.
     cpu = min(os.sched_getaffinity(0))
-    script = f'''
+    script = f"""
 import glob, os
 os.sched_setaffinity(0, {{{cpu}}})
 import onnxruntime
@@ -361,7 +361,7 @@ for _ in range(2):  # the second copy of the template is checked with onnxruntim
     template.model_for(DeployedPolicy(normalizer, actor).eval())
 assert template.traces == 1
 print(*seen)
-'''
+"""
     out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
                          timeout=120, cwd=REPO)  # fmt: skip
     assert out.returncode == 0, out.stderr
