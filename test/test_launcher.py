@@ -1,5 +1,6 @@
 """loco-launch as a real process group: Ctrl-C and SIGTERM leave no node process alive."""
 
+import io
 import os
 import re
 import signal
@@ -9,8 +10,8 @@ import time
 
 import pytest
 
-from loco_policy.bringup.launch_graph import node_graph, parse_args
-from loco_policy.bringup.launcher import command_line
+from loco_policy.bringup.launch_graph import node_graph, NodeSpec, parse_args
+from loco_policy.bringup.launcher import command_line, Launcher
 from loco_policy.tools.bag_writer import list_splits
 from test.helpers.deploy_fixtures import ros_env
 
@@ -126,3 +127,39 @@ def test_nodes_end_when_the_launcher_is_killed(request, tmp_path):
         for pid in re.findall(r'started \w+ \(pid (\d+)\)', log.read_text()):
             if alive(int(pid)):
                 os.killpg(int(pid), signal.SIGKILL)
+
+
+class _AffinityProbe(NodeSpec):
+    """A 'node' that prints the CPUs it started on and exits."""
+
+    @property
+    def module(self):
+        return 'test.helpers.print_affinity'
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='needs two CPUs to tell them apart')
+def test_a_node_starts_pinned_to_its_cpu_affinity(tmp_path, monkeypatch):
+    # Pinned from exec, not after its imports: torch's import alone is seconds of CPU.
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    every = sorted(os.sched_getaffinity(0))
+    cpu = every[-1]
+    params = tmp_path / 'probe.yaml'
+    params.write_text(f"probe:\n  ros__parameters:\n    cpu_affinity: '{cpu}'\n")
+    nodes = [
+        _AffinityProbe('from_file', str(params)),
+        _AffinityProbe('override', str(params), {'cpu_affinity': ''}),
+        _AffinityProbe('malformed', str(params), {'cpu_affinity': 'x'}),
+        _AffinityProbe('no_file', str(tmp_path / 'missing.yaml')),
+    ]
+    out = io.StringIO()
+    launcher = Launcher(nodes, out=out)
+    launcher.start()
+    deadline = time.monotonic() + 30.0
+    while out.getvalue().count(' cpus ') < len(nodes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for proc in launcher.procs.values():
+        assert proc.wait(timeout=10) == 0
+    lines = dict(re.findall(r'\[(\w+)\] cpus ([\d ]+)', out.getvalue()))
+    free = ' '.join(map(str, every))
+    assert lines == {'from_file': str(cpu), 'override': free, 'malformed': free, 'no_file': free}
+    assert f'CPUs {cpu})' in out.getvalue()  # the launcher says where it started it
