@@ -33,12 +33,12 @@ def inputs(n=3, **overrides):
 def test_every_term_is_logged_under_its_name_times_weight_and_dt():
     cfg = RewardConfig(
         feet_air_time=0.0, orientation=-5.0, foot_height=0.5, lin_vel_error=-1.0,
-        yaw_rate_error=-0.5, foot_clearance=-50.0, alive=2.0,
+        yaw_rate_error=-0.5, foot_clearance=-50.0, alive=2.0, base_height=-10.0,
     )  # fmt: skip
     tilt = torch.tensor([[0.6, 0.0, -0.8]]).expand(3, 3)
     x = inputs(
         torque=torch.ones(3, 12), undesired_contact=torch.full((3,), 2.0), projected_gravity=tilt,
-        foot_vel=torch.zeros(3, 4, 3),
+        foot_vel=torch.zeros(3, 4, 3), base_height=torch.full((3,), 0.45),
     )  # fmt: skip
     total, terms = compute_reward(x, cfg, dt=0.02)
     assert 'feet_air_time' not in terms  # weight 0: not computed
@@ -48,6 +48,7 @@ def test_every_term_is_logged_under_its_name_times_weight_and_dt():
     torch.testing.assert_close(terms['torque'], torch.full((3,), -1e-5 * 12 * 0.02))
     torch.testing.assert_close(terms['undesired_contact'], torch.full((3,), -1.0 * 2 * 0.02))
     torch.testing.assert_close(terms['alive'], torch.full((3,), 2.0 * 0.02))
+    torch.testing.assert_close(terms['base_height'], torch.full((3,), -10.0 * 0.1**2 * 0.02))
 
 
 def test_perfect_tracking_earns_the_full_tracking_weights():
@@ -157,4 +158,16 @@ def test_foot_clearance_penalises_low_feet_that_move_sideways_only():
     assert height.grad[0, 0].item() > 0.0 and height.grad[0, 2].item() > 0.0  # lift them
     assert height.grad[0, 1].item() == 0.0 and height.grad[0, 3].item() == 0.0
     with pytest.raises(ValueError, match='foot_vel'):
+        compute_reward(inputs(1), cfg, dt=1.0)
+
+
+def test_base_height_penalises_a_crouch_below_the_target_only():
+    cfg = RewardConfig(base_height=-1.0, base_height_target=0.55)
+    height = torch.tensor([0.35, 0.55, 0.62], requires_grad=True)
+    _, terms = compute_reward(inputs(3, base_height=height), cfg, dt=1.0)
+    torch.testing.assert_close(terms['base_height'], torch.tensor([-0.04, 0.0, 0.0]))
+    terms['base_height'].sum().backward()
+    assert height.grad[0].item() == pytest.approx(0.4)  # up, 2 * 0.2
+    assert height.grad[1].item() == 0.0 and height.grad[2].item() == 0.0
+    with pytest.raises(ValueError, match='base_height'):
         compute_reward(inputs(1), cfg, dt=1.0)

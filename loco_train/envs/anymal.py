@@ -315,6 +315,7 @@ class AnymalEnv:
             feet_air_time=self.air_time.update(foot_contact, self.commands.command, self.dt),
             projected_gravity=projected_gravity(quat),
             foot_vel=foot_vel[:, self.foot_index],
+            base_height=qpos[:, 2],  # flat ground at z = 0
         )
         reward, terms = compute_reward(inputs, self.cfg.rewards, self.dt)
         self._key_events(key, 1)

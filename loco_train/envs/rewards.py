@@ -43,6 +43,8 @@ class RewardInputs:
     """(N, 3) gravity direction in the body frame, when the orientation term is enabled."""
     foot_vel: torch.Tensor = None
     """(N, 4, 3) m/s, world-frame foot velocities, when the foot_clearance term is enabled."""
+    base_height: torch.Tensor = None
+    """(N,) m, base height above the ground, when the base_height term is enabled."""
 
 
 @dataclass
@@ -87,6 +89,9 @@ class RewardConfig:
     form), a swing incentive for the 48-term observation; e.g. -50."""
     feet_air_time: float = 0.0
     """legged_gym's air-time reward (non-differentiable); 0.125 for SAC/PPO runs."""
+    base_height: float = 0.0
+    """max(0, base_height_target - h)^2 (m^2): a crouch below the target, one-sided; the slope
+    towards a fall that a base contact's termination does not give a first-order method."""
     tracking_sigma: float = spec.TRACKING_SIGMA
     """sigma (m/s, rad/s) of the tracking kernels; sigma^2 = 0.25 as in legged_gym."""
     swing_height: float = 0.08
@@ -95,6 +100,8 @@ class RewardConfig:
     """Period of the swing reference (s); diagonal pairs are half a period apart."""
     foot_height_sigma: float = 0.04
     """Width (m) of the foot-height kernel."""
+    base_height_target: float = 0.55
+    """Base height (m) below which base_height penalises; ANYmal walks at 0.55-0.6 m."""
 
 
 FOOT_PHASE = (0.0, math.pi, math.pi, 0.0)
@@ -188,6 +195,13 @@ def foot_clearance(x, cfg):
     return torch.sum(below**2 * torch.tanh(2.0 * speed), dim=1)
 
 
+def base_height(x, cfg):
+    """Squared depth of the base below its target height (m^2), (N,)."""
+    if x.base_height is None:
+        raise ValueError('base_height has a weight but RewardInputs.base_height is None')
+    return torch.clamp(cfg.base_height_target - x.base_height, min=0.0) ** 2
+
+
 def feet_air_time(x, cfg):
     """Air-time reward computed by FeetAirTime, (N,)."""
     if x.feet_air_time is None:
@@ -211,13 +225,16 @@ TERMS = {
     'foot_height': foot_height,
     'foot_clearance': foot_clearance,
     'feet_air_time': feet_air_time,
+    'base_height': base_height,
 }
 """Term name -> function; the names are the RewardConfig weight fields and the log keys."""
 
 assert set(TERMS) <= {f.name for f in fields(RewardConfig)}
 
 
-POSITIVE_FIELDS = ('tracking_sigma', 'swing_height', 'gait_period', 'foot_height_sigma')
+POSITIVE_FIELDS = (
+    'tracking_sigma', 'swing_height', 'gait_period', 'foot_height_sigma', 'base_height_target',
+)
 """RewardConfig shape parameters (not weights): a kernel width or period of 0 divides by 0."""
 
 

@@ -41,6 +41,7 @@ UNMEASURED_TERMS = {
     'foot_height': 'needs each foot height above the terrain and the swing phase',
     'foot_clearance': 'needs foot heights above the terrain and foot velocities',
     'feet_air_time': 'needs per-foot touchdown events: foot contacts are not streamed',
+    'base_height': 'needs the base height above the terrain: odometry drifts and sees no terrain',
 }
 """Training terms left out of the robot reward: name -> why the robot cannot measure them."""
 
