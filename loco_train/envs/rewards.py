@@ -233,7 +233,11 @@ assert set(TERMS) <= {f.name for f in fields(RewardConfig)}
 
 
 POSITIVE_FIELDS = (
-    'tracking_sigma', 'swing_height', 'gait_period', 'foot_height_sigma', 'base_height_target',
+    'tracking_sigma',
+    'swing_height',
+    'gait_period',
+    'foot_height_sigma',
+    'base_height_target',
 )
 """RewardConfig shape parameters (not weights): a kernel width or period of 0 divides by 0."""
 
