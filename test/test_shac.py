@@ -124,3 +124,39 @@ def test_terminal_gradient_changes_the_step_only_where_an_episode_terminates(v_m
     assert m1['actor_loss'] == pytest.approx(m0['actor_loss'], rel=1e-6)  # zero in value
     same = all(torch.equal(a, b) for a, b in zip(p0, p1))
     assert same != falls  # the critic's slope at a fall moved the actor differently
+
+
+def test_a_gradient_spike_is_held_back_until_the_skips_run_out():
+    env = PointMassEnv(num_envs=8, seed=2)
+    shac = make(env, spike_factor=5.0, spike_max_skips=2)
+    shac.spike_norms = [1e-9] * 20  # every real window is a spike against this history
+    obs = env.reset()
+    for expected in (1.0, 1.0, 0.0):  # two held back, then the third applied
+        actor = [p.detach().clone() for p in shac.actor.parameters()]
+        critic = [p.detach().clone() for p in shac.critic.parameters()]
+        obs, metrics, _ = shac.train_window(env, obs)
+        assert metrics['spike_skipped'] == expected
+        moved = not all(torch.equal(a, p) for a, p in zip(actor, shac.actor.parameters()))
+        assert moved == (expected == 0.0)
+        assert not all(torch.equal(a, p) for a, p in zip(critic, shac.critic.parameters()))
+    assert shac.spike_skips == 0 and shac.spike_norms[-1] == pytest.approx(
+        metrics['actor_grad_norm']
+    )
+    state = shac.state_dict()
+    fresh = make(env, spike_factor=5.0)
+    fresh.load_state_dict(state)
+    assert fresh.spike_norms == shac.spike_norms
+
+
+def test_the_spike_test_judges_against_the_median_of_applied_windows():
+    env = PointMassEnv(num_envs=2)
+    shac = make(env, spike_factor=3.0, spike_history=20)
+    assert not any(shac._is_spike(100.0 * (i % 2) + 1.0) for i in range(9))  # too few to judge
+    for _ in range(20):
+        assert not shac._is_spike(1.0)
+    assert len(shac.spike_norms) == 20  # the history is capped
+    assert not shac._is_spike(2.9) and shac._is_spike(3.1)
+    assert shac.spike_norms[-1] == 2.9  # a held-back norm stays out of the median
+    off = make(env)
+    off.spike_norms = [1e-9] * 20
+    assert not off._is_spike(1e6)

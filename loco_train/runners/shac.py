@@ -343,6 +343,11 @@ OPTIONS = {
         "weight of the target critic's slope at an early termination, added to the actor loss"
         ' with value 0 (a fall still bootstraps 0); 0 off (default %(default)s)',
     ),
+    'spike_factor': (
+        'shac.spike_factor',
+        'hold back a window whose actor gradient norm exceeds this many times the median of the'
+        ' last applied windows; 0 off (default %(default)s)',
+    ),
     'threads': (
         'threads',
         "torch CPU threads of a one-process run, 0 = torch's default; under torchrun"

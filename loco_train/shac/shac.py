@@ -21,6 +21,7 @@ import copy
 from dataclasses import dataclass, field
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -79,6 +80,17 @@ class SHACConfig:
     w gamma^t (V(s_fall) - sg[V(s_fall)]), zero in value (a fall still bootstraps 0), so that a
     fall, which the return does not differentiate, pulls the actions towards states the critic
     rates higher. 0: off (Xu et al.)."""
+    spike_factor: float = 0.0
+    """A window whose actor gradient norm (before clipping) exceeds spike_factor times the median
+    of the last spike_history applied windows' norms moves nothing: its direction comes from the
+    few environments whose contact adjoints exploded, and such windows precede the collapses of
+    a walking policy. 0: off."""
+    spike_history: int = 50
+    """Applied windows whose gradient norms the spike test takes the median of (it judges only
+    once it has 10)."""
+    spike_max_skips: int = 10
+    """After this many windows in a row held back, the next is applied (clipped), so that a
+    lasting change of the gradient's scale is followed."""
     extra: dict = field(default_factory=dict)
     """Free-form notes stored with checkpoints."""
 
@@ -148,6 +160,8 @@ class SHAC:
             self.critic.parameters(), self.cfg.critic_lr, betas=betas
         )
         self.iterations = 0
+        self.spike_norms = []  # actor gradient norms of the last applied windows
+        self.spike_skips = 0  # windows held back in a row
 
     def _rows(self, n):
         """(population size, slice of this rank's rows) for n local environments."""
@@ -243,10 +257,14 @@ class SHAC:
                 self.sync.reduce_gradients_(self.actor.parameters(), average=True)
             grad_norm = nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_norm)
             metrics['actor_grad_norm'] = float(grad_norm)
-            if torch.isfinite(grad_norm):
-                self.actor_opt.step()
-            else:
+            if not torch.isfinite(grad_norm):
                 metrics['skipped_window'] = 1.0
+            elif self._is_spike(float(grad_norm)):
+                metrics['spike_skipped'] = 1.0
+            else:
+                self.actor_opt.step()
+                if cfg.spike_factor:
+                    metrics['spike_skipped'] = 0.0
         else:
             metrics['skipped_window'] = 1.0
         self.actor_opt.zero_grad(set_to_none=True)
@@ -348,6 +366,27 @@ class SHAC:
         target_mean = targets[finite.to(targets.device)].mean()
         return {'critic_loss': float(last), 'value_target_mean': float(target_mean)}
 
+    def _is_spike(self, norm):
+        """Whether to hold back a window of this gradient norm; records applied norms.
+
+        The norm is the all-reduced one under torchrun, so every rank decides alike.
+        """
+        cfg = self.cfg
+        if not cfg.spike_factor:
+            return False
+        history = self.spike_norms
+        if (
+            len(history) >= 10
+            and norm > cfg.spike_factor * float(np.median(history))
+            and self.spike_skips < cfg.spike_max_skips
+        ):
+            self.spike_skips += 1
+            return True
+        self.spike_skips = 0
+        history.append(norm)
+        del history[: -cfg.spike_history]
+        return False
+
     @torch.no_grad()
     def soft_update(self):
         """Target <- alpha target + (1 - alpha) critic."""
@@ -366,6 +405,8 @@ class SHAC:
             'critic_opt': self.critic_opt.state_dict(),
             'iterations': self.iterations,
             'generator': self.generator.get_state(),
+            'spike_norms': list(self.spike_norms),
+            'spike_skips': self.spike_skips,
         }
 
     def load_state_dict(self, state):
@@ -379,3 +420,5 @@ class SHAC:
         self.iterations = int(state['iterations'])
         if 'generator' in state:
             self.generator.set_state(state['generator'])
+        self.spike_norms = list(state.get('spike_norms', []))
+        self.spike_skips = int(state.get('spike_skips', 0))
