@@ -2,6 +2,9 @@
 
 import hashlib
 import json
+import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -217,3 +220,70 @@ def test_a_gait_clock_policy_swaps_only_for_another_gait_clock_policy(tmp_path, 
         hot_swap.validate(announce(active.contract.path), key_file, clocked, seen, RELAXED)
     with pytest.raises(UpdateRejected, match='observation differs'):
         hot_swap.validate(announce(near), key_file, active, observations(), RELAXED)
+
+
+def test_only_a_regular_file_of_bounded_size_is_read(tmp_path, key_file):
+    fifo = tmp_path / 'pipe.onnx'
+    os.mkfifo(fifo)  # no writer: a blocking open would hang the validator for ever
+    with pytest.raises(UpdateRejected, match='not a regular file'):
+        hot_swap.validate(announce_path(fifo), key_file, None, [])
+    with pytest.raises(UpdateRejected, match='not a regular file'):
+        hot_swap.validate(announce_path('/dev/zero'), key_file, None, [])
+    huge = tmp_path / 'huge.onnx'
+    with open(huge, 'wb') as handle:  # sparse: no disk used
+        handle.truncate(hot_swap.MAX_POLICY_BYTES + 1)
+    with pytest.raises(UpdateRejected, match='bytes; at most'):
+        hot_swap.validate(announce_path(huge), key_file, None, [])
+
+
+def announce_path(path):
+    """An unsigned-looking announcement naming path (the file is never signed)."""
+    return json.dumps(
+        {'path': str(path), 'sha256': '0' * 64, 'version': 2, 'parent_version': 1,
+         'signature': '0' * 64}
+    )  # fmt: skip
+
+
+def test_malformed_announcements_are_rejected_not_raised():
+    nested = '{"a":' * 100000
+    with pytest.raises(UpdateRejected, match='not JSON'):
+        hot_swap.parse_update(nested)
+    fields = json.loads(announce_path('/x'))
+    with pytest.raises(UpdateRejected, match='version'):
+        hot_swap.parse_update(json.dumps(fields | {'version': 2**32}))
+
+
+@pytest.mark.parametrize('name', ['max_action_deviation', 'max_mean_action_deviation',
+                                  'inference_budget'])  # fmt: skip
+@pytest.mark.parametrize('value', [float('nan'), float('inf'), 0.0, -1.0])
+def test_limits_that_would_switch_a_check_off_are_refused(name, value):
+    with pytest.raises(ValueError, match=name):
+        SwapLimits(**{name: value})
+
+
+@pytest.mark.parametrize('window, margin', [(float('nan'), 0.2), (0.0, 0.2), (5.0, float('inf'))])
+def test_a_rollback_that_could_never_trigger_is_refused(window, margin):
+    with pytest.raises(ValueError, match='refused'):
+        PolicySwitch(None, '', window=window, margin=margin)
+
+
+def test_the_validator_thread_leaves_the_control_threads_realtime_class(tmp_path):
+    seen = {}
+
+    def control_thread():  # stands for policy_node's main thread after set_realtime_priority
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # any class but SCHED_OTHER
+        switch = PolicySwitch(None, '')
+        seen['parent'] = os.sched_getscheduler(0)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:  # the worker sets its class as it starts
+            seen['worker'] = os.sched_getscheduler(switch._worker.native_id)
+            if seen['worker'] == os.SCHED_OTHER:
+                break
+            time.sleep(0.01)
+        switch.close()
+
+    thread = threading.Thread(target=control_thread)
+    thread.start()
+    thread.join()
+    assert seen['parent'] == os.SCHED_IDLE  # what a thread it makes inherits
+    assert seen['worker'] == os.SCHED_OTHER

@@ -327,6 +327,8 @@ def test_bad_policy_files_are_refused_and_walk_is_refused_naming_why(graph, kind
             'damping_kd=-5.0',
         ),  # a bare 0 is fine for warm_lead
         (['stale_periods:=fast'], "'stale_periods'"),  # wrong type: refused, not a traceback
+        (['max_action_deviation:=.nan'], 'max_action_deviation=nan'),  # a NaN limit checks nothing
+        (['rollback_window:=0.0'], 'rollback_window 0.0'),
     ],
 )
 def test_unsafe_parameters_are_refused_at_start(request, parameters, named):

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 import hashlib
 import hmac
 import json
+import math
+import os
 import queue
+import stat
 import threading
 import time
 
@@ -34,6 +37,12 @@ UPDATE_FIELDS = {
     'signature': str,
 }
 """The /policy/update JSON keys and their types."""
+
+MAX_POLICY_BYTES = 64 * 1024 * 1024
+"""Largest policy file read for a signature check (the shipped files are under 1 MB)."""
+
+MAX_VERSION = 2**32 - 1
+"""Versions travel in every transition row as two float32 halves (loco_policy.transition)."""
 
 
 class UpdateRejected(ValueError):
@@ -63,6 +72,16 @@ class SwapLimits:
     """Largest 90th percentile of the inference time (s) on the observations (a percentile, so
     that one scheduling hiccup of the validating thread does not reject a candidate)."""
 
+    def __post_init__(self):
+        """Refuse limits that would switch a check off (NaN, infinite or not positive)."""
+        bad = [
+            f'{name}={value!r}'
+            for name, value in vars(self).items()
+            if not (math.isfinite(float(value)) and float(value) > 0.0)
+        ]
+        if bad:
+            raise ValueError('hot-swap limits refused (finite and > 0 needed): ' + ', '.join(bad))
+
 
 def sign(data, key):
     """Hex HMAC-SHA256 of data (bytes) under key (bytes)."""
@@ -87,7 +106,7 @@ def parse_update(text):
     """Parse the JSON of a /policy/update message into an Update; UpdateRejected if malformed."""
     try:
         fields = json.loads(text)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, RecursionError) as error:
         raise UpdateRejected(f'update is not JSON: {error}') from None
     if not isinstance(fields, dict):
         raise UpdateRejected('update is not a JSON object')
@@ -98,18 +117,39 @@ def parse_update(text):
         value = fields[key]
         if not isinstance(value, kind) or isinstance(value, bool):
             raise UpdateRejected(f'update field {key!r} must be a {kind.__name__}')
-    if fields['version'] < 0 or fields['parent_version'] < 0:
-        raise UpdateRejected('update versions must be non-negative')
+    for key in ('version', 'parent_version'):
+        if not 0 <= fields[key] <= MAX_VERSION:
+            raise UpdateRejected(f'update field {key!r} must be in [0, {MAX_VERSION}]')
     return Update(**{k: fields[k] for k in UPDATE_FIELDS})
 
 
 def verified_bytes(update, key):
-    """Read the announced file once; return its bytes if signature and sha256 match."""
+    """Read the announced file once; return its bytes if signature and sha256 match.
+
+    Only a regular file of at most MAX_POLICY_BYTES is read: the path comes from an unverified
+    message, and a FIFO, a device or a huge file must not block or exhaust the validator.
+    """
     try:
-        with open(update.path, 'rb') as handle:
-            blob = handle.read()
+        fd = os.open(update.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as error:
         raise UpdateRejected(f'policy file {update.path} unreadable: {error.strerror}') from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UpdateRejected(f'policy file {update.path} is not a regular file')
+        if info.st_size > MAX_POLICY_BYTES:
+            raise UpdateRejected(
+                f'policy file {update.path} holds {info.st_size} bytes; at most '
+                f'{MAX_POLICY_BYTES} are read'
+            )
+        with os.fdopen(fd, 'rb', closefd=False) as handle:
+            blob = handle.read(MAX_POLICY_BYTES + 1)
+    except OSError as error:
+        raise UpdateRejected(f'policy file {update.path} unreadable: {error.strerror}') from None
+    finally:
+        os.close(fd)
+    if len(blob) > MAX_POLICY_BYTES:
+        raise UpdateRejected(f'policy file {update.path} grew past {MAX_POLICY_BYTES} bytes')
     if not hmac.compare_digest(sign(blob, key), update.signature.lower()):
         raise UpdateRejected('signature does not match the file under the update key')
     digest = hashlib.sha256(blob).hexdigest()
@@ -208,6 +248,16 @@ def validate(update_text, key_path, active, observations, limits=None):
     return update, candidate, action_check(candidate, reference, observations, limits)
 
 
+def normal_scheduling():
+    """Put the calling thread under SCHED_OTHER; return whether it runs under it now."""
+    try:
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        return os.sched_getscheduler(0) == os.SCHED_OTHER
+    except (OSError, AttributeError):
+        return False
+
+
 class SwapMonitor:
     """Decides when a freshly swapped policy goes back to the previous one.
 
@@ -289,6 +339,10 @@ class PolicySwitch:
         update); limits, window, margin: see SwapLimits and SwapMonitor; observations: how many
         recent WALK observations a candidate is checked on.
         """
+        if not (math.isfinite(window) and window > 0.0):
+            raise ValueError(f'rollback_window {window!r} refused: finite and > 0 needed')
+        if not (math.isfinite(margin) and margin >= 0.0):
+            raise ValueError(f'rollback_reward_margin {margin!r} refused: finite and >= 0 needed')
         self.key_path, self.limits = key_path, limits or SwapLimits()
         self.monitor = SwapMonitor(window, margin)
         self.recent = collections.deque(maxlen=max(1, int(observations)))  # policy inputs
@@ -322,6 +376,7 @@ class PolicySwitch:
 
     def _work(self):
         """Worker thread: validate each queued update; stage the accepted one."""
+        normal_scheduling()  # a thread inherits SCHED_FIFO from the control thread that made it
         while True:
             item = self._queue.get()
             if item is None:
@@ -331,7 +386,7 @@ class PolicySwitch:
             version = None
             try:
                 version = json.loads(text).get('version') if text.strip().startswith('{') else None
-            except ValueError:
+            except (ValueError, RecursionError, AttributeError):
                 pass
             try:
                 staged = validate(
