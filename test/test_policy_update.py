@@ -100,3 +100,34 @@ def test_without_a_key_file_every_update_is_refused_saying_why(graph):  # noqa: 
     assert probe.spin_until(lambda: updates_of().get('rejected') == 1, 10.0), updates_of()
     assert 'no update_key_file' in updates_of()['last_rejection']['reason']
     assert updates_of()['last_rejection']['version'] == 3
+
+
+def test_a_damp_entered_between_ticks_soon_after_a_swap_rolls_back(graph):  # noqa: F811
+    from std_msgs.msg import String
+
+    key_file = graph.tmp / 'update.key'
+    key_file.write_bytes(KEY)
+    first = make_policy_file(graph.tmp / 'first.onnx', weight_scale=0.01)
+    graph.start('sim_robot')
+    graph.start(
+        'policy_node', f'policy:={first}', 'allow_untrained:=true', 'stand_duration:=1.0',
+        f'update_key_file:={key_file}', 'inference_budget:=0.05', 'rollback_window:=30.0',
+        TOLERANT,
+    )  # fmt: skip
+    probe = graph.probe
+    updates = probe.node.create_publisher(String, '/policy/update', 10)
+    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
+    assert probe.call('/policy_node/start')[0]
+    assert probe.spin_until(lambda: probe.status.get('stand_progress') == 1.0, 5.0)
+    assert probe.call('/policy_node/start')[0]
+    assert wait_mode(probe, 'WALK')
+    probe.spin(1.0)
+    first_sha = probe.status['policy_sha256']
+    second = make_policy_file(graph.tmp / 'second.onnx', weight_scale=0.01, seed=2)
+    updates.publish(String(data=announcement(second, 7)))
+    counts = lambda: probe.status.get('updates', {})  # noqa: E731
+    assert probe.spin_until(lambda: counts().get('accepted') == 1, 10.0), counts()
+    # DAMP entered in a service callback, not inside a tick: it counts like a tick's fault
+    assert probe.call('/policy_node/estop')[0]
+    assert probe.spin_until(lambda: counts().get('rollbacks') == 1, 5.0), counts()
+    assert probe.status['policy_sha256'] == first_sha and probe.status['mode'] == 'DAMP'

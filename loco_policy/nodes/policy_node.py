@@ -171,6 +171,9 @@ class PolicyNode(Node):
             if line:
                 self.get_logger().info(line)
         self.controller = Controller(config, policy, reason)
+        # mode at the end of the last tick: a DAMP entered since (an input fault in ingest, an
+        # estop, an exception in the tick) counts for the rollback after a swap
+        self._mode_seen = self.controller.fsm.mode.value
         limits = SwapLimits(
             float(p['max_action_deviation']),
             float(p['max_mean_action_deviation']),
@@ -376,6 +379,10 @@ class PolicyNode(Node):
             self.get_logger().error(reason, throttle_duration_sec=1.0)
             try:
                 self.controller.trip(reason, time.monotonic())
+                faulted, self._mode_seen = self._mode_seen != 'DAMP', 'DAMP'
+                events = self.switch.after_tick(self.controller, None, faulted, time.monotonic())
+                for level, text in events:
+                    self._log(level, text)
                 command = joint_command.damping(
                     self.controller.prev_target, self.controller.config.damping_kd
                 )
@@ -398,7 +405,6 @@ class PolicyNode(Node):
             self.fallback_timer.reset()
         self.due = self.due_first = None
         self.stats.tick(time.monotonic())
-        mode_before = self.controller.fsm.mode.value
         tick = self.controller.step(time.monotonic(), defer_row=True)
         sec, nanosec = divmod(self.get_clock().now().nanoseconds, 1_000_000_000)
         arrays = joint_command.pack_arrays(tick.command)  # names, position, velocity, effort
@@ -419,7 +425,8 @@ class PolicyNode(Node):
         if tick.events:
             self.publish_status(force=True)
         row = self.controller.take_row()  # after the publish: off the latency path
-        faulted = self.controller.fsm.mode.value == 'DAMP' and mode_before != 'DAMP'
+        mode = self.controller.fsm.mode.value
+        faulted, self._mode_seen = mode == 'DAMP' and self._mode_seen != 'DAMP', mode
         swap_events += self.switch.after_tick(self.controller, row, faulted, time.monotonic())
         for level, text in swap_events:
             self._log(level, text)
