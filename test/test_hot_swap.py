@@ -287,3 +287,45 @@ def test_the_validator_thread_leaves_the_control_threads_realtime_class(tmp_path
     thread.join()
     assert seen['parent'] == os.SCHED_IDLE  # what a thread it makes inherits
     assert seen['worker'] == os.SCHED_OTHER
+
+
+def wait_for(predicate, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_a_candidate_checked_against_a_policy_no_longer_running_is_not_swapped_in(
+    tmp_path, key_file, active
+):
+    controller = Controller(policy=active)
+    switch = PolicySwitch(active, key_file, RELAXED, window=0.5, margin=0.1, observations=20)
+    try:
+        for i, obs in enumerate(observations(20)):
+            controller.policy_obs = obs.astype(np.float32)
+            switch.after_tick(controller, walk_row(i, obs, 1.0), False, i * 0.02)
+        u1 = write_random_policy(tmp_path / 'u1.onnx', weight_scale=0.01, seed=1)
+        u2 = write_random_policy(tmp_path / 'u2.onnx', weight_scale=0.01, seed=2)
+        # two candidates before a tick: the first is superseded, counted, never active
+        switch.submit(announce(u1, version=7))
+        assert wait_for(lambda: switch._staged is not None)
+        switch.submit(announce(u2, version=8))
+        assert wait_for(lambda: switch.counts['rejected'] == 1)
+        assert 'superseded by version 8' in switch.status()['updates']['last_rejection']['reason']
+        # the running policy changes (a rollback, another swap) after u2 was checked against it
+        controller.swap_policy(OnnxPolicy(u1), 7)
+        events = switch.at_tick(controller, 1.0)
+        assert controller.policy_version == 7  # u2 was compared with the old policy: not taken
+        assert switch.counts == {'accepted': 0, 'rejected': 2, 'rollbacks': 0}
+        assert 'no longer running' in events[0][1]
+        # a candidate staged when a rollback is asked for is dropped, counted
+        switch.previous = (active, 1, active.contract.file_sha256)
+        switch.submit(announce(u2, version=9))
+        assert wait_for(lambda: switch._staged is not None)
+        assert switch.request_rollback()[0]
+        events = switch.at_tick(controller, 2.0)
+        assert controller.policy is active and switch.counts['rejected'] == 3
+        assert 'rollback was requested' in switch.status()['updates']['last_rejection']['reason']
+    finally:
+        switch.close()

@@ -388,10 +388,9 @@ class PolicySwitch:
                 version = json.loads(text).get('version') if text.strip().startswith('{') else None
             except (ValueError, RecursionError, AttributeError):
                 pass
+            reference = self._active  # the policy the candidate is compared with
             try:
-                staged = validate(
-                    text, self.key_path, self._active, list(self.recent), self.limits
-                )
+                staged = validate(text, self.key_path, reference, list(self.recent), self.limits)
             except UpdateRejected as error:
                 self._reject(version, str(error))
                 continue
@@ -400,7 +399,12 @@ class PolicySwitch:
                 continue
             with self._lock:
                 self.timing['validation_ms'] = round(1e3 * (time.monotonic() - started), 2)
-                self._staged = (*staged, received)
+                superseded, self._staged = self._staged, (*staged, received, reference)
+            if superseded is not None:  # never active: counted, not lost silently
+                self._reject(
+                    superseded[0].version,
+                    f'superseded by version {staged[0].version} before it became active',
+                )
 
     def close(self):
         """Stop the worker thread."""
@@ -422,10 +426,19 @@ class PolicySwitch:
             staged, self._staged = self._staged, None
             rollback, self._rollback = self._rollback, ''
         events = []
+        if staged is not None and (rollback or staged[4] is not controller.policy):
+            why = (
+                'dropped: a rollback was requested at the same tick'
+                if rollback
+                else 'checked against a policy that is no longer running; announce it again'
+            )
+            self._reject(staged[0].version, why)
+            events.append(('warning', f'policy update {staged[0].version} {why}'))
+            staged = None
         if rollback and self.previous is not None:
             events.append(self._roll_back(controller, rollback))
         elif staged is not None:
-            update, candidate, figures, received = staged
+            update, candidate, figures, received, _ = staged
             self.timing['update_to_active_ms'] = round(1e3 * (time.monotonic() - received), 2)
             self.previous = (controller.policy, controller.policy_version, self.active_sha)
             controller.swap_policy(candidate, update.version)
