@@ -349,3 +349,36 @@ def test_unsafe_parameters_are_refused_at_start(request, parameters, named):
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert named in result.stderr and 'Traceback' not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize('stop_signal', ['SIGINT', 'SIGTERM'])
+def test_a_stop_signal_while_walking_sends_damping_last(graph, stop_signal):
+    import signal
+
+    from loco_policy.control import joint_command
+
+    policy = make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01)
+    graph.start('sim_robot')
+    graph.start(
+        'policy_node', f'policy:={policy}', 'allow_untrained:=true', 'stand_duration:=1.0',
+        TOLERANT,
+    )  # fmt: skip
+    probe = graph.probe
+    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
+    assert probe.call('/policy_node/start')[0]
+    assert probe.spin_until(lambda: probe.status.get('stand_progress') == 1.0, 5.0)
+    assert probe.call('/policy_node/start')[0]
+    assert wait_mode(probe, 'WALK')
+    probe.spin(0.5)
+    node = graph.procs['policy_node']
+    node.send_signal(getattr(signal, stop_signal))
+    deadline = time.monotonic() + 10.0
+    while node.poll() is None and time.monotonic() < deadline:
+        probe.spin(0.05)
+    assert node.returncode == 0, graph.log('policy_node')
+    probe.spin(0.5)  # the last message in flight
+    mode, names, position, velocity, effort, _ = probe.commands[-1]
+    assert mode == 'DAMP', (mode, graph.log('policy_node'))
+    command = joint_command.unpack(names, position, velocity, effort, mode)
+    assert (command.kp == 0.0).all() and (command.kd > 0.0).all()
+    assert 'damping command sent' in graph.log('policy_node')

@@ -1,6 +1,7 @@
 """Thin rclpy nodes: parameters, topics, services and timers wired to ROS-free logic."""
 
 import os
+import signal
 import sys
 import textwrap
 
@@ -10,6 +11,7 @@ from rclpy._rclpy_pybind11 import RCLError
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException
+from rclpy.signals import SignalHandlerOptions
 
 from loco_policy.tools import missing_dependency
 
@@ -68,7 +70,12 @@ def interrupted(error):
     return False
 
 
-def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
+def _raise_interrupt(signum, frame):
+    """SIGTERM handler: stop like Ctrl-C, in the main thread, with the ROS context still up."""
+    raise KeyboardInterrupt(f'signal {signum}')
+
+
+def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None, own_signals=False):
     """Init rclpy, build the node with factory(), spin until Ctrl-C/SIGTERM, shut down; exit code.
 
     -h or --help (before --ros-args) prints node_help and returns 0 without starting ROS. An
@@ -77,11 +84,20 @@ def run_node(name, factory, refused=(), on_exit=None, args=None, spin=None):
     of a requirement group (one line naming the group). A stop signal while building returns 0.
     on_exit(node) runs before the node is destroyed.
     spin(node), when given, replaces rclpy.spin(node).
+    own_signals: SIGINT and SIGTERM raise KeyboardInterrupt in the main thread instead of going
+    to rclpy's handler, which shuts the ROS context down at once; so on_exit can still publish
+    (policy_node's last command: damping). The spin must wake up now and then (bounded waits)
+    for Python to run the handler.
     """
     if wants_help(sys.argv if args is None else args):
         print(node_help(name, sys.modules[factory.__module__].__doc__))
         return 0
-    rclpy.init(args=args)
+    if own_signals:
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    else:
+        rclpy.init(args=args)
     try:
         node = factory()
     except BaseException as error:

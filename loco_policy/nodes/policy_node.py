@@ -383,14 +383,7 @@ class PolicyNode(Node):
                 events = self.switch.after_tick(self.controller, None, faulted, time.monotonic())
                 for level, text in events:
                     self._log(level, text)
-                command = joint_command.damping(
-                    self.controller.prev_target, self.controller.config.damping_kd
-                )
-                msg = JointState()
-                msg.header.stamp = self.get_clock().now().to_msg()
-                msg.header.frame_id = command.mode
-                msg.name, msg.position, msg.velocity, msg.effort = joint_command.pack(command)
-                self.command_pub.publish(msg)
+                self.publish_damping()
                 self.publish_status(force=True)
             except Exception as inner:  # last resort: keep the node alive and say so
                 self.get_logger().fatal(f'could not publish the damping command: {inner!r}')
@@ -503,6 +496,29 @@ class PolicyNode(Node):
         summary['updates'] = self.switch.status()['updates']  # hot swaps of the run
         return summary
 
+    def publish_damping(self):
+        """Publish one damping command (kp 0) holding the last target."""
+        command = joint_command.damping(
+            self.controller.prev_target, self.controller.config.damping_kd
+        )
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = command.mode
+        msg.name, msg.position, msg.velocity, msg.effort = joint_command.pack(command)
+        self.command_pub.publish(msg)
+
+    def on_stop(self):
+        """At Ctrl-C or SIGTERM, before the node goes: a last damping command, the run summary.
+
+        The drives would hold the last PD target until their own command timeout otherwise.
+        """
+        try:
+            self.publish_damping()
+            self.get_logger().info('stopping: damping command sent')
+        except Exception as error:  # the summary below must still be written
+            self.get_logger().error(f'stopping: no damping command sent: {error!r}')
+        self.write_stats()
+
     def write_stats(self):
         """Write the run summary JSON to the stats_file parameter's path, if set."""
         if self.stats_file:
@@ -526,8 +542,9 @@ def main(args=None):
         'policy_node',
         PolicyNode,
         refused=(ValueError,),
-        on_exit=lambda node: node.write_stats(),
+        on_exit=lambda node: node.on_stop(),
         args=args,
+        own_signals=True,
         spin=lambda node: spin_warm(
             node, node.warm_lead, busy=node.warm_poll, executor=make_executor(node)
         ),
