@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from loco_policy import spec
-from loco_policy.weights_digest import weights_sha256
+from loco_policy.weights_digest import external_initializers, weights_sha256, WireError
 
 LOCO_FORMAT = 1
 """The metadata format version this deployment side reads."""
@@ -290,6 +290,17 @@ class OnnxPolicy:
             with open(path, 'rb') as handle:
                 blob = handle.read()
         self.blob = bytes(blob)  # kept: a validator builds its own session from it
+        try:
+            external = external_initializers(self.blob)
+        except WireError as error:
+            raise PolicyFileError(
+                f'policy file {path} is not a loadable ONNX model: {error}'
+            ) from None
+        if external:  # weights in a side file: outside the sha256, signature and digest
+            raise PolicyFileError(
+                f'policy file {path} refused: initializers stored in external files '
+                f'({", ".join(external[:4])}); the weights must be inside the file'
+            )
         try:
             self.session = ort.InferenceSession(
                 blob, sess_options=session_options(), providers=['CPUExecutionProvider']

@@ -68,6 +68,28 @@ def initializer_bytes(model_blob):
     return tensors
 
 
+TENSOR_NAME_FIELD = 8
+"""TensorProto.name field number."""
+
+TENSOR_EXTERNAL_FIELDS = (13, 14)
+"""TensorProto.external_data and data_location: set only when a tensor's bytes live elsewhere."""
+
+
+def external_initializers(model_blob):
+    """Names of the graph initializers whose data lives outside the model's own bytes.
+
+    Such a tensor is read from a side file that neither the file's sha256, its signature nor
+    the weights digest covers (raises WireError on malformed bytes).
+    """
+    names = []
+    for tensor in initializer_bytes(model_blob):
+        found = {n: v for n, w, v in fields(memoryview(tensor))}
+        external_data, data_location = TENSOR_EXTERNAL_FIELDS
+        if external_data in found or found.get(data_location, 0) == 1:  # 1: EXTERNAL
+            names.append(bytes(found.get(TENSOR_NAME_FIELD, b'?')).decode(errors='replace'))
+    return names
+
+
 def graph_bytes(model_blob):
     """Return the serialized GraphProto of a serialized ONNX model (raise WireError if absent)."""
     graphs = [

@@ -113,3 +113,29 @@ def test_wider_action_bounds_than_the_robot_allows_are_refused(tmp_path):
     wide = {'low': (2 * spec.ACTION_LOW).tolist(), 'high': (2 * spec.ACTION_HIGH).tolist()}
     message = refusal(make_policy_file(tmp_path / 'p.onnx', action_bounds=wide))
     assert 'action_high' in message and 'action_low' in message
+
+
+def test_weights_in_an_external_file_are_refused_whatever_the_digest_says(
+    good, tmp_path, monkeypatch
+):
+    from loco_policy.weights_digest import weights_sha256
+
+    model = onnx.load(good)
+    side = tmp_path / 'side.onnx'
+    onnx.save_model(
+        model, side, save_as_external_data=True, all_tensors_to_one_file=True,
+        location='weights.bin', size_threshold=0,
+    )  # fmt: skip
+    # a forger who re-signs: provenance made to match the graph with its external references
+    model = onnx.load(side, load_external_data=False)
+    blob = model.SerializeToString()
+    meta = {p.key: p.value for p in model.metadata_props}
+    provenance = json.loads(meta['provenance'])
+    provenance['weights_sha256'] = weights_sha256(blob)
+    for p in model.metadata_props:
+        if p.key == 'provenance':
+            p.value = json.dumps(provenance)
+    side.write_bytes(model.SerializeToString())
+    monkeypatch.chdir(tmp_path)  # where onnxruntime would look for weights.bin
+    message = refusal(side)
+    assert 'external files' in message and 'weights must be inside' in message
