@@ -71,8 +71,11 @@ def initializer_bytes(model_blob):
 TENSOR_NAME_FIELD = 8
 """TensorProto.name field number."""
 
-TENSOR_EXTERNAL_FIELDS = (13, 14)
-"""TensorProto.external_data and data_location: set only when a tensor's bytes live elsewhere."""
+TENSOR_EXTERNAL_DATA_FIELD = 13
+"""TensorProto.external_data field number: present only when a tensor's bytes live elsewhere."""
+
+TENSOR_DATA_LOCATION_FIELD = 14
+"""TensorProto.data_location field number (1: EXTERNAL)."""
 
 
 def external_initializers(model_blob):
@@ -83,9 +86,8 @@ def external_initializers(model_blob):
     """
     names = []
     for tensor in initializer_bytes(model_blob):
-        found = {n: v for n, w, v in fields(memoryview(tensor))}
-        external_data, data_location = TENSOR_EXTERNAL_FIELDS
-        if external_data in found or found.get(data_location, 0) == 1:  # 1: EXTERNAL
+        found = {number: value for number, _, value in fields(memoryview(tensor))}
+        if TENSOR_EXTERNAL_DATA_FIELD in found or found.get(TENSOR_DATA_LOCATION_FIELD) == 1:
             names.append(bytes(found.get(TENSOR_NAME_FIELD, b'?')).decode(errors='replace'))
     return names
 

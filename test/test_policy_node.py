@@ -87,6 +87,22 @@ def wait_mode(probe, mode, timeout=5.0):
     return probe.spin_until(lambda: probe.status.get('mode') == mode, timeout)
 
 
+def walk(graph, policy, *params):
+    """Start sim_robot and policy_node on policy (extra parameters), stand up, walk; the probe."""
+    graph.start('sim_robot')
+    graph.start(
+        'policy_node', f'policy:={policy}', 'allow_untrained:=true', 'stand_duration:=1.0',
+        TOLERANT, *params,
+    )  # fmt: skip
+    probe = graph.probe
+    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
+    assert probe.call('/policy_node/start')[0]
+    assert probe.spin_until(lambda: probe.status.get('stand_progress') == 1.0, 5.0)
+    assert probe.call('/policy_node/start')[0]
+    assert wait_mode(probe, 'WALK'), graph.log('policy_node')
+    return probe
+
+
 @pytest.mark.parametrize('layout', ['velocity', 'gait_clock'])
 def test_stands_then_walks_a_policy_file_against_sim_robot(graph, layout):
     from diagnostic_msgs.msg import DiagnosticArray
@@ -357,18 +373,7 @@ def test_a_stop_signal_while_walking_sends_damping_last(graph, stop_signal):
 
     from loco_policy.control import joint_command
 
-    policy = make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01)
-    graph.start('sim_robot')
-    graph.start(
-        'policy_node', f'policy:={policy}', 'allow_untrained:=true', 'stand_duration:=1.0',
-        TOLERANT,
-    )  # fmt: skip
-    probe = graph.probe
-    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
-    assert probe.call('/policy_node/start')[0]
-    assert probe.spin_until(lambda: probe.status.get('stand_progress') == 1.0, 5.0)
-    assert probe.call('/policy_node/start')[0]
-    assert wait_mode(probe, 'WALK')
+    probe = walk(graph, make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01))
     probe.spin(0.5)
     node = graph.procs['policy_node']
     node.send_signal(getattr(signal, stop_signal))

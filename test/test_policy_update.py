@@ -8,7 +8,7 @@ import pytest
 from loco_policy import transition
 from loco_policy.control.hot_swap import sign
 from test.helpers.deploy_fixtures import all_finite, make_policy_file
-from test.test_policy_node import graph, TOLERANT, wait_mode  # noqa: F401  (fixture)
+from test.test_policy_node import graph, TOLERANT, walk  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.ros
 
@@ -29,18 +29,9 @@ def test_signed_update_swaps_while_walking_bad_ones_are_rejected_rollback_restor
     key_file = graph.tmp / 'update.key'
     key_file.write_bytes(KEY)
     first = make_policy_file(graph.tmp / 'first.onnx', weight_scale=0.01)
-    graph.start('sim_robot')
-    graph.start(
-        'policy_node', f'policy:={first}', 'allow_untrained:=true', 'stand_duration:=1.0',
-        f'update_key_file:={key_file}', 'inference_budget:=0.05', TOLERANT,
-    )  # fmt: skip
-    probe = graph.probe
+    probe = walk(graph, first, f'update_key_file:={key_file}', 'inference_budget:=0.05')
     updates = probe.node.create_publisher(String, '/policy/update', 10)
-    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
-    assert probe.call('/policy_node/start')[0]
-    assert probe.spin_until(lambda: probe.status.get('stand_progress') == 1.0, 5.0)
-    assert probe.call('/policy_node/start')[0]
-    assert wait_mode(probe, 'WALK') and probe.status['updates']['accepted'] == 0
+    assert probe.status['updates']['accepted'] == 0
     probe.spin(1.0)  # recent WALK observations for the checks
     first_sha = probe.status['policy_sha256']
 
@@ -108,19 +99,11 @@ def test_a_damp_entered_between_ticks_soon_after_a_swap_rolls_back(graph):  # no
     key_file = graph.tmp / 'update.key'
     key_file.write_bytes(KEY)
     first = make_policy_file(graph.tmp / 'first.onnx', weight_scale=0.01)
-    graph.start('sim_robot')
-    graph.start(
-        'policy_node', f'policy:={first}', 'allow_untrained:=true', 'stand_duration:=1.0',
-        f'update_key_file:={key_file}', 'inference_budget:=0.05', 'rollback_window:=30.0',
-        TOLERANT,
+    probe = walk(
+        graph, first, f'update_key_file:={key_file}', 'inference_budget:=0.05',
+        'rollback_window:=30.0',
     )  # fmt: skip
-    probe = graph.probe
     updates = probe.node.create_publisher(String, '/policy/update', 10)
-    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
-    assert probe.call('/policy_node/start')[0]
-    assert probe.spin_until(lambda: probe.status.get('stand_progress') == 1.0, 5.0)
-    assert probe.call('/policy_node/start')[0]
-    assert wait_mode(probe, 'WALK')
     probe.spin(1.0)
     first_sha = probe.status['policy_sha256']
     second = make_policy_file(graph.tmp / 'second.onnx', weight_scale=0.01, seed=2)

@@ -249,13 +249,12 @@ def validate(update_text, key_path, active, observations, limits=None):
 
 
 def normal_scheduling():
-    """Put the calling thread under SCHED_OTHER; return whether it runs under it now."""
+    """Put the calling thread under SCHED_OTHER (it stays as it is where that is refused)."""
     try:
         if os.sched_getscheduler(0) != os.SCHED_OTHER:
             os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        return os.sched_getscheduler(0) == os.SCHED_OTHER
     except (OSError, AttributeError):
-        return False
+        pass
 
 
 class SwapMonitor:

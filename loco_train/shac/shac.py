@@ -83,8 +83,8 @@ class SHACConfig:
     spike_factor: float = 0.0
     """A window whose actor gradient norm (before clipping) exceeds spike_factor times the median
     of the last spike_history applied windows' norms moves nothing: its direction comes from the
-    few environments whose contact adjoints exploded, and such windows precede the collapses of
-    a walking policy. 0: off."""
+    few environments whose contact adjoints exploded. Such windows come with the collapses of a
+    walking policy; holding them back did not prevent those on the forward task. 0: off."""
     spike_history: int = 50
     """Applied windows whose gradient norms the spike test takes the median of (it judges only
     once it has 10)."""
