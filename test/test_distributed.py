@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from loco_train.envs.anymal import AnymalEnv, AnymalEnvConfig
+from loco_train.experiments.compare import read_scalars
 from loco_train.policy.atomic_io import torch_load
 
 SHAC_ARGS = ['--num-envs=8', '--horizon=4', '--adjoint-clip=0', '--no-progress']
@@ -206,6 +207,28 @@ def test_two_ranks_equal_one_rank_with_the_normaliser_merged_per_window(tmp_path
     assert _moment_difference(a, b) < MOMENT_TOLERANCE
     # start states once, then every later step's observations: 8 x (1 + 3) + 8 x 4
     assert float(a['normalizer']['count']) == float(b['normalizer']['count']) == 8 * 4 * 2
+
+
+def test_two_ranks_equal_one_rank_with_a_privileged_critic_and_a_trust_region(tmp_path):
+    """The critic's privileged rows and the all-reduced action change split like the rest.
+
+    One window: the scaled-back step makes the next window's gradient sensitive to the last
+    float bit (both ways agree to 2e-4 there, not to the tolerance).
+    """
+    args = [*SHAC_ARGS, '--iterations=1', '--critic-privileged', '--max-action-change=1e-3']
+    one = _summary(
+        _run(
+            [sys.executable, '-m', 'loco_train.cli', 'shac', *args, f'--log-dir={tmp_path / "a"}']
+        )
+    )
+    two = _summary(_run(_torchrun(2, 'shac', *args, f'--log-dir={tmp_path / "b"}')))
+    a, b = _shac_state(one['checkpoint']), _shac_state(two['checkpoint'])
+    assert a['critic']['net.0.0.weight'].shape[1] == 48 + 1
+    for run in ('a', 'b'):  # the step was scaled back in both
+        _, scales = read_scalars(str(tmp_path / run), 'shac/trust_scale')
+        assert scales.shape == (1,) and scales[0] < 0.5
+    assert _max_difference(a, b) < ADAM_TOLERANCE
+    assert _moment_difference(a, b) < MOMENT_TOLERANCE
 
 
 def test_update_differs_with_other_environments(tmp_path):

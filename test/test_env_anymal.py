@@ -57,6 +57,28 @@ def test_a_fallen_robot_terminates():
     assert not terminated[1]
 
 
+def test_the_privileged_state_is_the_base_height_pre_reset_at_a_fall():
+    env = make_vec_env(2, seed=3, randomization=RandomizationConfig(enabled=False))
+    env.reset()
+    qpos = env.qpos.clone()
+    qpos[0, 2] = 0.2  # falls this step; env 1 stands
+    env.qpos = qpos
+    _, _, terminated, _, extras = env.step(torch.zeros(2, 12))
+    assert terminated[0] and extras['final_privileged'].shape == (2, env.privileged_dim)
+    final_height = extras['final_privileged'][:, 0] * 0.1 + 0.5  # m
+    assert float(final_height[0]) < 0.25  # the fallen state, not the fresh episode's
+    assert float(env.privileged()[0, 0]) * 0.1 + 0.5 > 0.5  # reset: standing again
+    torch.testing.assert_close(final_height[1], env.qpos[1, 2])  # no reset: the same state
+    env = make_vec_env(
+        2, seed=3, differentiable=True, randomization=RandomizationConfig(enabled=False)
+    )
+    env.reset()
+    actions = torch.full((2, 12), 0.1, requires_grad=True)
+    env.step(actions)
+    (grad,) = torch.autograd.grad(env.privileged().sum(), actions)  # a critic's slope reaches it
+    assert torch.all(torch.isfinite(grad)) and grad.abs().sum() > 0
+
+
 def test_non_finite_actions_never_reach_the_simulator():
     env = make_vec_env(2, seed=4, randomization=RandomizationConfig(enabled=False))
     env.reset()

@@ -160,3 +160,93 @@ def test_the_spike_test_judges_against_the_median_of_applied_windows():
     off = make(env)
     off.spike_norms = [1e-9] * 20
     assert not off._is_spike(1e6)
+
+
+class PrivilegedPointMass(PointMassEnv):
+    """The toy task with a privileged state for the critic: the squared speed |v|^2 (N, 1)."""
+
+    privileged_dim = 1
+
+    def privileged(self):
+        return torch.sum(self.v**2, dim=1, keepdim=True)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, extras = super().step(action)
+        final = extras['final_obs'][:, :2]
+        extras['final_privileged'] = torch.sum(final**2, dim=1, keepdim=True)
+        return obs, reward, terminated, truncated, extras
+
+
+def make_privileged(env, **overrides):
+    torch.manual_seed(0)
+    cfg = SHACConfig(horizon=16, actor_hidden=(32, 32), critic_hidden=(32, 32),
+                     critic_iterations=4, critic_privileged=True, **overrides)  # fmt: skip
+    b = (env.action_high + env.action_low) / 2
+    c = (env.action_high - env.action_low) / 2
+    return SHAC(env.obs_dim, b, c, cfg, privileged_dim=env.privileged_dim)
+
+
+def test_a_privileged_critic_sees_the_state_each_step_acted_from():
+    env = PrivilegedPointMass(num_envs=8, v_max=0.3, seed=4)  # some episodes terminate
+    shac = make_privileged(env)
+    assert shac.critic.net[0][0].in_features == env.obs_dim + 1
+    _, metrics, batch = shac.train_window(env, env.reset())
+    assert batch['privileged'].shape == (16, 8, 1)
+    assert bool(batch['terminated'].any())
+    speed2 = torch.sum(batch['obs'][..., :2] ** 2, dim=-1, keepdim=True)
+    torch.testing.assert_close(batch['privileged'], speed2)
+    final2 = torch.sum(batch['next_obs'][..., :2] ** 2, dim=-1, keepdim=True)  # pre-reset
+    torch.testing.assert_close(batch['next_privileged'], final2)
+    assert np.isfinite(metrics['critic_loss'])
+
+
+def test_the_actor_gradient_flows_through_the_privileged_value():
+    moved = []
+    for cut in (False, True):
+        env = PrivilegedPointMass(num_envs=8, seed=5)
+        shac = make_privileged(env)
+        with torch.no_grad():  # a target critic that values only the privileged entry
+            first = shac.target_critic.net[0][0]
+            first.weight[:, : env.obs_dim] = 0.0
+            if cut:
+                first.weight[:, env.obs_dim :] = 0.0
+        before = [p.detach().clone() for p in shac.actor.parameters()]
+        shac.train_window(env, env.reset())
+        moved.append([p.detach() - b for p, b in zip(shac.actor.parameters(), before)])
+    assert not all(torch.allclose(a, b) for a, b in zip(*moved))
+
+
+def test_a_privileged_critic_needs_an_env_with_privileged_state():
+    with pytest.raises(ValueError, match='privileged'):
+        make(PointMassEnv(num_envs=2), critic_privileged=True)
+
+
+def test_the_trust_region_scales_an_actor_step_back_to_its_limit():
+    changes = {}
+    for limit in (0.0, 1e-4):
+        env = PointMassEnv(num_envs=8, seed=6)
+        shac = make(env, max_action_change=limit)
+        obs = env.reset()
+        seen = []
+        step = env.step
+
+        def watched(action, seen=seen, step=step, env=env):  # what the window acted on
+            seen.append(env.obs().detach())  # (N, 4)
+            return step(action)
+
+        env.step = watched
+        before = [p.detach().clone() for p in shac.actor.parameters()]
+        _, metrics, _ = shac.train_window(env, obs)
+        probe = shac.normalize(torch.cat(seen))
+        with torch.no_grad():
+            after = torch.tanh(shac.actor.gaussian(probe)[0])
+            for p, old in zip(shac.actor.parameters(), before):
+                p.copy_(old)
+            start = torch.tanh(shac.actor.gaussian(probe)[0])
+        changes[limit] = (float(torch.mean(torch.abs(after - start))), metrics)
+    free, limited = changes[0.0], changes[1e-4]
+    assert 'trust_scale' not in free[1]
+    assert free[1]['action_change'] == pytest.approx(free[0], rel=1e-4)
+    assert free[0] > 1e-3  # an unlimited step moves the actions further than the limit
+    assert limited[1]['trust_scale'] < 0.2
+    assert limited[0] == pytest.approx(1e-4, rel=0.2)  # scaled back (to first order) to 1e-4

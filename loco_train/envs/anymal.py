@@ -218,6 +218,17 @@ class AnymalEnv:
         noise = randomization.add_observation_noise(zeros, self.noise, generator or self.generator)
         return obs + noise[self.rows].to(obs)
 
+    privileged_dim = 1
+    """Entries of privileged(): state the policy does not observe, for a critic that may."""
+
+    def privileged(self, qpos=None):
+        """Privileged state (N, 1) of the held (or given) state, noise-free, differentiable.
+
+        The base height above the flat ground, (h - 0.5 m) / 0.1 m.
+        """
+        qpos = self.qpos if qpos is None else qpos
+        return (qpos[:, 2:3] - 0.5) / 0.1
+
     def _reset_envs(self, ids):
         """Draw new initial states, parameters and commands for environments ids."""
         n = len(ids)
@@ -341,7 +352,12 @@ class AnymalEnv:
         self.obs = obs
         log = {f'reward/{name}': float(value.detach().mean()) for name, value in terms.items()}
         log['episode/base_height'] = float(qpos[:, 2].detach().mean())
-        extras = {'final_obs': final_obs, 'time_outs': truncated, 'log': log}
+        extras = {
+            'final_obs': final_obs,
+            'final_privileged': self.privileged(qpos),  # (N, 1) pre-reset
+            'time_outs': truncated,
+            'log': log,
+        }
         return obs, reward, terminated, truncated, extras
 
     def _physics(self, targets):

@@ -87,6 +87,7 @@ class ShacRunner:
             sync=distributed if parallel else None,
             env_offset=getattr(env, 'offset', 0) if parallel else 0,
             population=config.num_envs if parallel else None,
+            privileged_dim=getattr(env, 'privileged_dim', 0),
         )
         self.init_sha256 = ''
         if config.init_policy:  # every rank reads it (one node's copy may differ or be missing)
@@ -343,6 +344,16 @@ OPTIONS = {
         "weight of the target critic's slope at an early termination, added to the actor loss"
         ' with value 0 (a fall still bootstraps 0); 0 off (default %(default)s)',
     ),
+    'critic_privileged': (
+        'shac.critic_privileged',
+        "the critic also sees the env's privileged state (ANYmal: the base height), which the"
+        ' policy does not observe',
+    ),
+    'max_action_change': (
+        'shac.max_action_change',
+        "scale back an actor step whose mean change of the deterministic action's tanh on the"
+        " window's observations exceeds this; 0 off (default %(default)s)",
+    ),
     'spike_factor': (
         'shac.spike_factor',
         'hold back a window whose actor gradient norm exceeds this many times the median of the'
@@ -374,6 +385,9 @@ def add_arguments(parser):
     for flag, (path, text) in OPTIONS.items():
         owner, name = _owner(defaults, path)
         default = getattr(owner, name)
+        if isinstance(default, bool):
+            parser.add_argument('--' + flag.replace('_', '-'), action='store_true', help=text)
+            continue
         parser.add_argument(
             '--' + flag.replace('_', '-'), type=type(default), default=default, help=text
         )

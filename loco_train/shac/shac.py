@@ -80,6 +80,14 @@ class SHACConfig:
     w gamma^t (V(s_fall) - sg[V(s_fall)]), zero in value (a fall still bootstraps 0), so that a
     fall, which the return does not differentiate, pulls the actions towards states the critic
     rates higher. 0: off (Xu et al.)."""
+    critic_privileged: bool = False
+    """The critic also sees the env's privileged state (env.privileged(), e.g. the base height
+    the 48-term observation lacks), so that its value, and the actor's gradient through
+    V(s_H), can tell a crouching robot from an upright one. Needs an env with privileged()."""
+    max_action_change: float = 0.0
+    """Trust region of an actor step: when the deterministic action tanh(mu) on the window's
+    observations moves by more than this on average (a fraction of the action box's half
+    width), the step is scaled back to that size. 0: off (the change is logged either way)."""
     spike_factor: float = 0.0
     """A window whose actor gradient norm (before clipping) exceeds spike_factor times the median
     of the last spike_history applied windows' norms moves nothing: its direction comes from the
@@ -122,8 +130,12 @@ class SHAC:
         sync=None,
         env_offset=0,
         population=None,
+        privileged_dim=0,
     ):
         """Build the networks for obs_dim inputs and the action box b +- c.
+
+        privileged_dim: entries of the env's privileged state the critic sees beside the
+        observation (with config.critic_privileged).
 
         seed seeds the exploration noise and critic minibatches, the same on every rank (None:
         drawn from torch's global generator). sync, when given, provides all_reduce_sum_(tensor),
@@ -151,7 +163,12 @@ class SHAC:
             mean_init_std=1e-2,
         )
         self.actor = SquashedGaussianActor(**self.actor_kwargs).to(self.device)
-        self.critic = Critic(obs_dim, self.cfg.critic_hidden, self.cfg.activation).to(self.device)
+        self.privileged_dim = int(privileged_dim) if self.cfg.critic_privileged else 0
+        if self.cfg.critic_privileged and self.privileged_dim <= 0:
+            raise ValueError('critic_privileged needs an env with privileged state')
+        self.critic = Critic(
+            obs_dim + self.privileged_dim, self.cfg.critic_hidden, self.cfg.activation
+        ).to(self.device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.normalizer = EmpiricalNormalizer(obs_dim).to(self.device)
         betas = tuple(self.cfg.betas)
@@ -183,6 +200,20 @@ class SHAC:
         """Normalised observation, differentiable in obs."""
         return self.normalizer(obs) if self.cfg.normalize_obs else obs
 
+    def critic_input(self, obs, privileged=None):
+        """The critic's input (..., obs_dim [+ P]), differentiable in both parts.
+
+        The normalised observation, then the privileged state (..., P) when the critic takes it.
+        """
+        x = self.normalize(obs)
+        if not self.privileged_dim:
+            return x
+        return torch.cat([x, privileged.to(x)], dim=-1)
+
+    def _privileged(self, env):
+        """The env's privileged state (N, P) of its held state, or None when unused."""
+        return env.privileged() if self.privileged_dim else None
+
     def set_progress(self, fraction):
         """Apply the learning-rate schedule at training progress fraction in [0, 1]."""
         if self.cfg.lr_schedule == 'constant':
@@ -208,6 +239,8 @@ class SHAC:
         acc = torch.zeros(n, device=self.device)  # discounted reward sum of the open segment
         loss = torch.zeros((), device=self.device)
         obs_buf, rew_buf, term_buf, trunc_buf, next_buf = [], [], [], [], []
+        priv_buf, next_priv_buf = [], []  # privileged state (N, P) per step, when used
+        priv = self._privileged(env)
         logged = {}  # env's per-step scalars (e.g. each reward term), averaged over the window
         reduce = self.sync.all_reduce_sum_ if self.sync is not None else None
         per_window = cfg.normalize_obs and cfg.normalizer_update == 'window'
@@ -220,6 +253,7 @@ class SHAC:
             action = self.sample_action(self.normalize(obs))
             next_obs, reward, terminated, truncated, extras = env.step(action)
             final_obs = extras.get('final_obs', next_obs)
+            final_priv = extras.get('final_privileged') if self.privileged_dim else None
             for key, value in extras.get('log', {}).items():
                 logged[key] = logged.get(key, 0.0) + float(value) / cfg.horizon
             acc = acc + gamma_t * reward
@@ -227,7 +261,7 @@ class SHAC:
             done = terminated | truncated
             if bool(done.any()):
                 # segment ends: terminated bootstraps 0, truncated from the pre-reset state
-                v_final = self.target_critic(self.normalize(final_obs))
+                v_final = self.target_critic(self.critic_input(final_obs, final_priv))
                 bootstrap = torch.where(truncated, v_final, torch.zeros_like(v_final))
                 if cfg.terminal_gradient:  # the slope at a fall, with value 0
                     slope = cfg.terminal_gradient * (v_final - v_final.detach())
@@ -240,8 +274,12 @@ class SHAC:
             term_buf.append(terminated.detach())
             trunc_buf.append(truncated.detach())
             next_buf.append(final_obs.detach())
+            if self.privileged_dim:
+                priv_buf.append(priv.detach())
+                next_priv_buf.append(final_priv.detach())
+                priv = self._privileged(env)  # post-reset, as next_obs
             obs = next_obs
-        loss = loss - torch.sum(acc + gamma_t * self.target_critic(self.normalize(obs)))
+        loss = loss - torch.sum(acc + gamma_t * self.target_critic(self.critic_input(obs, priv)))
         loss = loss / (cfg.horizon * n)
 
         metrics = {'actor_loss': float(loss.detach()), 'skipped_window': 0.0}
@@ -262,7 +300,12 @@ class SHAC:
             elif self._is_spike(float(grad_norm)):
                 metrics['spike_skipped'] = 1.0
             else:
+                probe = self.normalize(torch.cat(obs_buf)).detach()  # (H N, obs_dim)
+                before = [p.detach().clone() for p in self.actor.parameters()]
+                with torch.no_grad():
+                    squashed = torch.tanh(self.actor.gaussian(probe)[0])
                 self.actor_opt.step()
+                metrics.update(self._trust_region(probe, squashed, before))
                 if cfg.spike_factor:
                     metrics['spike_skipped'] = 0.0
         else:
@@ -283,6 +326,9 @@ class SHAC:
             'truncated': torch.stack(trunc_buf),  # (H, N)
             'next_obs': torch.stack(next_buf),  # (H, N, obs_dim) pre-reset where done
         }
+        if self.privileged_dim:
+            batch['privileged'] = torch.stack(priv_buf)  # (H, N, P)
+            batch['next_privileged'] = torch.stack(next_priv_buf)  # (H, N, P) pre-reset
         metrics.update(self.fit_critic(batch))
         self.soft_update()
         self.iterations += 1
@@ -299,7 +345,9 @@ class SHAC:
         """
         cfg = self.cfg
         horizon = batch['reward'].shape[0]
-        v_next = self.target_critic(self.normalize(batch['next_obs']))  # (H, N)
+        v_next = self.target_critic(
+            self.critic_input(batch['next_obs'], batch.get('next_privileged'))
+        )  # (H, N)
         v_next = torch.where(batch['terminated'], torch.zeros_like(v_next), v_next)
         done = batch['terminated'] | batch['truncated']
         targets = torch.zeros_like(batch['reward'])
@@ -322,7 +370,10 @@ class SHAC:
         horizon, n = batch['reward'].shape
         total, _ = self._rows(n)
         targets = self.td_lambda_targets(batch).reshape(-1)  # (H n,), row t n + j
-        obs = self.normalize(batch['obs'].reshape(-1, batch['obs'].shape[-1])).detach()
+        priv = batch.get('privileged')
+        if priv is not None:
+            priv = priv.reshape(horizon * n, -1)
+        obs = self.critic_input(batch['obs'].reshape(horizon * n, -1), priv).detach()
         finite = (torch.isfinite(targets) & torch.all(torch.isfinite(obs), dim=1)).cpu()
         samples = horizon * total
         size = max(1, math.ceil(samples / cfg.critic_minibatches))
@@ -365,6 +416,30 @@ class SHAC:
             last = self.sync.all_reduce_sum_(torch.nan_to_num(last.clone(), nan=0.0))
         target_mean = targets[finite.to(targets.device)].mean()
         return {'critic_loss': float(last), 'value_target_mean': float(target_mean)}
+
+    @torch.no_grad()
+    def _trust_region(self, probe, squashed, before):
+        """Measure the actor step's action change on probe; scale it back past the limit.
+
+        squashed (B, d) is tanh(mu) before the step on the normalised observations probe, before
+        the parameters then. The change is mean |tanh(mu') - tanh(mu)| over every rank's rows,
+        so that every rank scales alike.
+        """
+        moved = torch.abs(torch.tanh(self.actor.gaussian(probe)[0]) - squashed)  # (B, d)
+        moments = torch.tensor([float(moved.sum()), moved.numel()], dtype=torch.float64)
+        if self.sync is not None:
+            self.sync.all_reduce_sum_(moments)
+        change = float(moments[0] / moments[1])
+        metrics = {'action_change': change}
+        limit = self.cfg.max_action_change
+        if limit and change > limit:
+            scale = limit / change
+            for param, old in zip(self.actor.parameters(), before):
+                param.copy_(old + scale * (param - old))
+            metrics['trust_scale'] = scale
+        elif limit:
+            metrics['trust_scale'] = 1.0
+        return metrics
 
     def _is_spike(self, norm):
         """Whether to hold back a window of this gradient norm; records applied norms.
