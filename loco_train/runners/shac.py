@@ -9,6 +9,7 @@ Under `torchrun --nproc-per-node K` the same command trains data-parallel
 progress bar, writes TensorBoard, checkpoints and the JSON line; --resume loads on every rank.
 """
 
+import argparse
 from collections import deque
 from dataclasses import asdict, dataclass, field
 import json
@@ -328,6 +329,7 @@ OPTIONS = {
     'actor_lr': ('shac.actor_lr', 'actor learning rate (default %(default)s)'),
     'critic_lr': ('shac.critic_lr', 'critic learning rate (default %(default)s)'),
     'grad_norm': ('shac.grad_norm', 'gradient-norm clip (default %(default)s)'),
+    'betas': ('shac.betas', "Adam's beta1,beta2 of both optimisers (default %(default)s)"),
     'sigma0': ('shac.sigma0', 'initial exploration std (default %(default)s)'),
     'normalizer_update': (
         'shac.normalizer_update',
@@ -379,6 +381,14 @@ def _owner(cfg, path):
     return cfg, path
 
 
+def _floats(text):
+    """'0.9,0.999' -> (0.9, 0.999)."""
+    try:
+        return tuple(float(v) for v in text.split(','))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r}: comma-separated numbers') from None
+
+
 def add_arguments(parser):
     """Add `loco-train shac` options; defaults come from the dataclasses."""
     defaults = ShacRunConfig()
@@ -387,6 +397,14 @@ def add_arguments(parser):
         default = getattr(owner, name)
         if isinstance(default, bool):
             parser.add_argument('--' + flag.replace('_', '-'), action='store_true', help=text)
+            continue
+        if isinstance(default, tuple):
+            parser.add_argument(
+                '--' + flag.replace('_', '-'),
+                type=_floats,
+                default=default,
+                help=text.replace('%(default)s', ','.join(str(v) for v in default)),
+            )
             continue
         parser.add_argument(
             '--' + flag.replace('_', '-'), type=type(default), default=default, help=text
