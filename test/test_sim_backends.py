@@ -1,3 +1,4 @@
+import mujoco
 import numpy as np
 import pytest
 
@@ -66,3 +67,16 @@ def test_warp_backend_steps_the_description_in_real_units():
     assert state.time == pytest.approx(0.5)
     backend.reset()
     assert backend.state().base_pos[2] == pytest.approx(spec.DEFAULT_BASE_HEIGHT, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_the_warp_backend_grounds_the_feet_with_the_descriptions_friction():
+    nominal = make_backend('warp')
+    mu = float(nominal.sim.params['mu'].numpy()[0])
+    assert mu == pytest.approx(0.8)  # the description's feet, as in MuJoCo; not the simulator's 1
+    model = MujocoBackend().model  # the feet's priority 1 makes MuJoCo use their friction
+    feet = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name) for name in spec.FOOT_NAMES]
+    assert np.all(model.geom_priority[feet] > 0)
+    assert np.allclose(model.geom_friction[feet, 0], mu)
+    slippery = make_backend('warp', Perturbation(friction=0.4))
+    assert float(slippery.sim.params['mu'].numpy()[0]) == pytest.approx(0.4)

@@ -181,6 +181,14 @@ class MujocoBackend:
         )
 
 
+def foot_friction(model):
+    """Sliding friction coefficient of a compiled description's feet (the highest of them)."""
+    import mujoco
+
+    feet = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name) for name in spec.FOOT_NAMES]
+    return float(model.geom_friction[feet, 0].max())
+
+
 class WarpBackend:
     """ANYmal C in the project's Warp simulator (loco_train.sim), one physics step per step()."""
 
@@ -190,10 +198,10 @@ class WarpBackend:
         self.dt = float(self.model.opt.timestep)
         self.perturbation = perturbation
         self.sim = module.Simulator(self.model, 1, control_dt=self.dt, substeps=1)
-        params = {'mass_offset': perturbation.payload}
-        if perturbation.friction >= 0.0:
-            params['mu'] = perturbation.friction
-        self.sim.set_params(**params)
+        # ground friction: the perturbation's, else the description's feet (0.8), which MuJoCo
+        # uses too (the simulator's own default is 1)
+        mu = perturbation.friction if perturbation.friction >= 0.0 else foot_friction(self.model)
+        self.sim.set_params(mass_offset=perturbation.payload, mu=mu)
         self._gains = None
         self.reset()
 
