@@ -80,3 +80,17 @@ def test_the_warp_backend_grounds_the_feet_with_the_descriptions_friction():
     assert np.allclose(model.geom_friction[feet, 0], mu)
     slippery = make_backend('warp', Perturbation(friction=0.4))
     assert float(slippery.sim.params['mu'].numpy()[0]) == pytest.approx(0.4)
+
+
+def test_stiff_feet_stand_on_the_ground_where_the_descriptions_sink():
+    heights, depths = {}, {}
+    for stiff in (False, True):
+        backend = MujocoBackend(Perturbation(stiff_feet=stiff))
+        heights[stiff] = run(backend, 1.0).base_pos[2]  # held in the default pose
+        depths[stiff] = -min(c.dist for c in backend.data.contact[: backend.data.ncon])
+    assert depths[False] > 0.010  # the description's feet: ~17 mm into the ground
+    assert depths[True] < 0.003
+    assert heights[True] - heights[False] > 0.008
+    model = MujocoBackend().model  # the flag changes a copy only
+    foot = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, spec.FOOT_NAMES[0])
+    assert model.geom_solimp[foot][2] == pytest.approx(0.031)

@@ -58,6 +58,9 @@ class AnymalEnvConfig:
     adjoint_clip: float = 10.0
     """Differentiable stepping: each control step's state adjoint rows are clipped to this many
     times their median norm (envs/adjoint_clip.py); 0 disables."""
+    soft_stiffness: float = 2.0e4
+    """Normal stiffness (N/m) of the 'soft' contact model (SimConfig.soft_stiffness); about
+    8e3 sinks a standing ANYmal's feet as deep as MuJoCo's description (~17 mm)."""
     contact_threshold: float = 0.005
     """A shape or foot within this height (m) of the ground counts as touching it."""
     env_offset: int = 0
@@ -117,7 +120,10 @@ class AnymalEnv:
         self.event_generator = torch.Generator().manual_seed(seed + 1)
         model = description.load_model()
         sim_config = SimConfig(
-            contact=self.cfg.contact, control_dt=spec.CONTROL_DT, device=str(self.device)
+            contact=self.cfg.contact,
+            control_dt=spec.CONTROL_DT,
+            device=str(self.device),
+            soft_stiffness=self.cfg.soft_stiffness,
         )
         self.sim = Simulator(model, self.num_envs, sim_config)
         self.torch_sim = TorchSim(self.sim)

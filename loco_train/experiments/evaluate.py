@@ -126,6 +126,8 @@ class EvalConfig:
     """Seconds from a command to its use by the actuators."""
     actuator: str = ''
     """Actuator YAML (fit-actuator's layout) for the MuJoCo drives ('': the ideal PD drive)."""
+    stiff_feet: bool = False
+    """MuJoCo: feet that sink ~1 mm instead of the description's ~17 mm (Perturbation)."""
 
 
 def schedule_command(t, schedule=SCHEDULE):
@@ -292,7 +294,9 @@ def evaluate(policy_path, config, plot_path=None, video=None):
     from loco_policy.sim.backends import make_backend, Perturbation
 
     policy = OnnxPolicy(policy_path)
-    perturbation = Perturbation(config.payload, config.friction, config.gain_scale, config.latency)
+    perturbation = Perturbation(
+        config.payload, config.friction, config.gain_scale, config.latency, config.stiff_feet
+    )
     actuator = None
     if config.actuator:
         from loco_train.actuator import model
@@ -336,6 +340,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
             'gain_scale': config.gain_scale,
             'friction': config.friction,
             'latency': config.latency,
+            'stiff_feet': config.stiff_feet,
             'actuator': os.path.abspath(config.actuator) if config.actuator else None,
         },  # fmt: skip
         'falls': falls,
@@ -378,6 +383,10 @@ def add_arguments(parser):
     parser.add_argument(
         '--actuator', default='', help='actuator model YAML for the drives (MuJoCo; fit-actuator)'
     )
+    parser.add_argument(
+        '--stiff-feet', action='store_true',
+        help="MuJoCo: feet that sink ~1 mm instead of the description's ~17 mm",
+    )  # fmt: skip
     parser.add_argument('--plot', default='', help='PNG of command vs measured (seed 0)')
     parser.add_argument('--video', default='', help='MP4 of the rollout (seed 0)')
     parser.add_argument('--video-fps', type=float, default=25.0, help='video frames per s')
@@ -403,6 +412,7 @@ def run(args):
     config = EvalConfig(
         sim=args.sim, seeds=args.seeds, payload=args.payload, gain_scale=args.gain_scale,
         friction=args.friction, latency=args.latency, actuator=args.actuator,
+        stiff_feet=args.stiff_feet,
     )  # fmt: skip
     try:
         summary = evaluate(args.policy, config, args.plot or None, video)

@@ -416,6 +416,13 @@ def add_arguments(parser):
         help='simulator contact model (default %(default)s)',
     )
     parser.add_argument(
+        '--soft-stiffness',
+        type=float,
+        default=2.0e4,
+        help='normal stiffness (N/m) of --contact soft (default %(default)s; about 8e3 sinks the'
+        " feet as deep as MuJoCo's description)",
+    )
+    parser.add_argument(
         '--adjoint-clip',
         type=float,
         default=10.0,
@@ -476,6 +483,7 @@ def _train_with(args, cfg, ranks):
             differentiable=True,
             contact=args.contact,
             adjoint_clip=args.adjoint_clip,
+            soft_stiffness=args.soft_stiffness,
             **population,
             **env_overrides(args),
         )
