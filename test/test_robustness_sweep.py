@@ -21,6 +21,9 @@ def test_a_sweep_evaluates_each_cell_once_and_resumes_past_a_torn_line(tmp_path,
     assert robustness_sweep.main(args) == 0  # nothing left to evaluate
     assert len(read_json_lines(tmp_path / 'cells.jsonl')) == 4
     assert 'cells to evaluate' not in capsys.readouterr().err
+    assert robustness_sweep.main([*args, '--stiff-feet']) == 0  # other feet: evaluated anew
+    rows = read_json_lines(tmp_path / 'cells.jsonl')
+    assert len(rows) == 8 and sum(bool(r.get('stiff_feet')) for r in rows) == 4
 
 
 def test_the_summary_lists_cells_where_the_first_policy_falls_and_another_walks():

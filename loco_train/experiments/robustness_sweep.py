@@ -46,11 +46,11 @@ def floats(text):
     return tuple(float(v) for v in text.split(','))
 
 
-def evaluate_cell(policy, sha256, cell, seeds):
+def evaluate_cell(policy, sha256, cell, seeds, stiff_feet=False):
     """Evaluate one policy in one cell (a dict of AXES); its falls and tracking errors."""
     from loco_train.experiments.evaluate import EvalConfig, evaluate
 
-    config = EvalConfig(sim='mujoco', seeds=seeds, **cell)
+    config = EvalConfig(sim='mujoco', seeds=seeds, stiff_feet=stiff_feet, **cell)
     with contextlib.redirect_stderr(open(os.devnull, 'w')):  # the per-seed lines
         result = evaluate(policy, config)
     return {
@@ -61,6 +61,7 @@ def evaluate_cell(policy, sha256, cell, seeds):
         'falls': result['falls'],
         'lin_err': result['mean_lin_err'],
         'yaw_err': result['mean_yaw_err'],
+        'stiff_feet': bool(stiff_feet),
     }
 
 
@@ -70,8 +71,8 @@ def key(row):
 
 
 def resume_key(row):
-    """A cell row's identity for resuming: the file's sha256, coordinates and seed count."""
-    return (row.get('sha256'), int(row['seeds'])) + key(row)[1:]
+    """A cell row's identity for resuming: the file's sha256, coordinates, seed count, feet."""
+    return (row.get('sha256'), int(row['seeds']), bool(row.get('stiff_feet'))) + key(row)[1:]
 
 
 def summarise(rows, names):
@@ -157,6 +158,10 @@ def main(argv=None):
     parser.add_argument('--friction', type=floats, default=(0.4, 0.8, 1.2))
     parser.add_argument('--latency', type=floats, default=(0.0, 0.01, 0.02), help='s')
     parser.add_argument('--seeds', type=int, default=2, help='episodes per cell')
+    parser.add_argument(
+        '--stiff-feet', action='store_true',
+        help="MuJoCo feet that sink ~1 mm instead of the description's ~17 mm (loco-train eval's)",
+    )  # fmt: skip
     parser.add_argument('--workers', type=int, default=2)
     parser.add_argument('--out', required=True)
     parser.add_argument('--plot-only', action='store_true', help='redraw from OUT/cells.jsonl')
@@ -167,14 +172,17 @@ def main(argv=None):
             'friction': args.friction, 'latency': args.latency}  # fmt: skip
     names = [os.path.basename(p) for p in args.policies]
     digests = {p: file_sha256(p) for p in args.policies}
-    rows = [r for r in read_json_lines(cells_path) if r.get('sha256') in digests.values()]
+    rows = [
+        r for r in read_json_lines(cells_path)
+        if r.get('sha256') in digests.values() and bool(r.get('stiff_feet')) == args.stiff_feet
+    ]  # fmt: skip
     done = {resume_key(r) for r in rows}
     todo = []
     for policy in args.policies:
         for values in itertools.product(*(grid[a] for a in AXES)):
             cell = dict(zip(AXES, values))
             row = {'policy': os.path.basename(policy), 'sha256': digests[policy],
-                   'seeds': args.seeds, **cell}  # fmt: skip
+                   'seeds': args.seeds, 'stiff_feet': args.stiff_feet, **cell}  # fmt: skip
             if resume_key(row) not in done:
                 todo.append((policy, cell))
     rows = [r for r in rows if int(r['seeds']) == args.seeds]
@@ -183,8 +191,10 @@ def main(argv=None):
         print(f'{len(todo)} cells to evaluate ({len(done)} already in {cells_path})',
               file=sys.stderr)  # fmt: skip
         with ProcessPoolExecutor(args.workers) as pool:
-            futures = {pool.submit(evaluate_cell, p, digests[p], c, args.seeds): (p, c)
-                       for p, c in todo}  # fmt: skip
+            futures = {
+                pool.submit(evaluate_cell, p, digests[p], c, args.seeds, args.stiff_feet): (p, c)
+                for p, c in todo
+            }
             for n, future in enumerate(as_completed(futures), 1):
                 try:
                     row = future.result()
