@@ -101,7 +101,7 @@ def summarise(rows, names):
     return out
 
 
-def plot(rows, names, grid, path):
+def plot(rows, names, grid, path, feet=''):
     """One heat-map per policy × friction × latency: payload (rows) by gain scale (columns)."""
     import matplotlib
 
@@ -144,7 +144,7 @@ def plot(rows, names, grid, path):
         if i == n_rows - 1:
             ax.set_xlabel('drive gain scale', fontsize=8)
     fig.colorbar(image, ax=axes, shrink=0.6, label='mean |velocity error| (m/s); F<n>: falls')
-    fig.suptitle('MuJoCo robustness sweep (deployment controller, evaluation schedule)')
+    fig.suptitle(f'MuJoCo robustness sweep (deployment controller, evaluation schedule{feet})')
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -213,7 +213,7 @@ def main(argv=None):
         if failed:
             print(f'{failed} cells failed; run again to retry them', file=sys.stderr)
     figure = os.path.join(args.out, 'robustness.png')
-    plot(rows, names, grid, figure)
+    plot(rows, names, grid, figure, ', stiff feet' if args.stiff_feet else '')
     summary = summarise(rows, names) | {'grid': grid, 'seeds': args.seeds, 'plot': figure}
     print(json.dumps(summary))
     return 0
