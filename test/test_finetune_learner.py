@@ -219,6 +219,13 @@ def test_stored_transitions_put_back_after_a_restart_end_their_segment():
     t['obs'][4, 0] = np.nan  # a dropped row ends the segment of the one before it
     tuner.add(t)
     assert bool(tuner.robot.truncated[30 + 3, 0])
+    tuner = FineTuner.from_onnx(SHIPPED, FinetuneConfig(learning_starts=1))
+    two_runs = fake_transitions(20)  # a kill -9 lost run 1's last segment end: seq jumps at 10
+    two_runs['seq'][10:] += 5000
+    two_runs['episode'][10:] = 3
+    tuner.refill(two_runs)
+    assert bool(tuner.robot.truncated[9, 0]) and bool(tuner.robot.truncated[19, 0])
+    assert int(tuner.robot.truncated[:20, 0].sum()) == 2
 
 
 def test_candidates_after_the_first_swap_weights_into_the_traced_graph(tmp_path):

@@ -473,6 +473,12 @@ class FineTuner:
     def refill(self, transitions):
         """Put stored robot transitions back in memory after a restart (no updates owed)."""
         credit, count = self.credit, self.robot_transitions
+        seq, episode = np.asarray(transitions['seq']), np.asarray(transitions['episode'])
+        if len(seq) > 1:  # runs of the node follow one another in the store: no window joins two
+            transitions = dict(transitions)
+            joins = (seq[1:] != seq[:-1] + 1) | (episode[1:] != episode[:-1])
+            transitions['segment_end'] = np.asarray(transitions['segment_end']).copy()
+            transitions['segment_end'][:-1] |= joins
         if self.add(transitions):  # the stream broke at the restart: end the last segment
             self.robot.truncated[(self.robot.ptr - 1) % self.robot.rows] = True
         self.credit, self.robot_transitions = credit, count

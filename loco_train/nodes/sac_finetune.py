@@ -199,6 +199,8 @@ class SacFinetune(Node):
         done = self.assembler.drain()
         if len(done['seq']):
             self.store.append(done)
+            if self.learner_error:  # the learner thread has stopped: the store keeps the rows
+                return
             with self._inbox_lock:
                 self._inbox.append(done)
 
