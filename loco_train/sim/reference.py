@@ -5,6 +5,7 @@ import numpy as np
 
 from loco_policy import spec
 from loco_policy.description import default_qpos, load_model
+from loco_policy.sim.backends import STIFF_SOLIMP
 
 
 def robot(damping=True):
@@ -43,6 +44,6 @@ def stiff_contacts(model):
     The description's foot solimp (0.015 1 0.031) lets the feet sink ~18 mm in MuJoCo; a hard
     contact model does not sink, so the height comparison uses this copy.
     """
-    model.geom_solimp[:] = [0.9, 0.95, 0.001, 0.5, 2.0]
+    model.geom_solimp[:] = STIFF_SOLIMP
     model.geom_solref[:] = [0.005, 1.0]
     return model
