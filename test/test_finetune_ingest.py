@@ -170,6 +170,24 @@ def test_a_publisher_restart_starts_a_new_stream():
     assert list(out['seq'][30:]) == list(range(20))
 
 
+@pytest.mark.parametrize('old_rows', [40, 200])
+def test_a_restart_sooner_than_restart_after_rows_is_told_from_duplicates_by_content(old_rows):
+    old = [row(seq) for seq in range(old_rows)]  # died at seq old_rows - 1, mid-episode
+    new = walk_then_stop(first=0, count=300)  # started again at 0: same numbers, new rows
+    for r in new:
+        r.obs = r.obs + 1e4
+    asm, out = assemble(messages(old) + messages(new))
+    assert asm.restarts == 1 and asm.duplicates == 0 and asm.late == 0
+    renewed = out['obs'][:, 0] >= 1e4
+    assert renewed.sum() == 300  # every transition of the new stream is kept
+    # no transition has s from one stream and s' from the other, and none joins them by segment
+    assert np.array_equal(out['next_obs'][:, 0] >= 1e4, renewed)
+    assert not set(out['segment'][renewed]) & set(out['segment'][~renewed])
+    # a re-delivered copy of a decided row is still a duplicate
+    asm2, _ = assemble(messages(old) + messages(old[: old_rows // 2]))
+    assert asm2.restarts == 0 and asm2.duplicates == old_rows // 2
+
+
 def test_large_forward_jump_is_counted_without_walking_every_number():
     rows = walk_then_stop(count=10) + walk_then_stop(first=2**31, count=10, episode=2)
     asm, out = assemble(messages(rows))

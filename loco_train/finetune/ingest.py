@@ -22,7 +22,10 @@ row k the action rate of a_k, so the reward terms of transition k take the state
 k+1 and the action rate of row k. The terminal transition thus pays for the state it fell into.
 
 Rows may arrive out of order within `window` sequence numbers; a row further behind the newest
-is late (dropped, counted). A row far behind (restart_after) means the publisher restarted.
+is late (dropped, counted). The publisher restarted (its sequence numbers start over) when a row
+is far behind the newest (restart_after), lies before the stream's first row, or carries a
+sequence number already decided whose content differs from the row decided there (the last
+restart_after rows are remembered by a digest); an identical one is a duplicate.
 
 n-step returns: every transition carries `segment`, an id that changes after every gap and
 episode end, and `segment_end` (True on a segment's last transition). The sidecar feeds the
@@ -59,6 +62,11 @@ TRANSITION_DTYPE = np.dtype(
     ]
 )
 """One transition as drain() returns it (field by field) and the store keeps it (one record)."""
+
+
+def row_digest(row):
+    """A hash of a row's content: tells a copy of a decided row from a new stream's row."""
+    return hash((row.episode, row.mode, row.policy_version, row.obs.tobytes(), row.action.tobytes()))
 
 
 def empty_transitions(size=0):
@@ -101,6 +109,8 @@ class TransitionAssembler:
     def _reset_stream(self):
         """Forget the current stream's rows (after finish or a publisher restart)."""
         self._rows = {}  # seq -> TransitionRow, not yet released
+        self._released = {}  # seq -> digest of a decided row, the last restart_after of them
+        self._missing.clear()  # seqs given up in an earlier stream mean nothing in this one
         self._start = None  # first seq of the stream
         self._floor = None  # next seq to decide; every seq below is released
         self._highest = None
@@ -123,24 +133,36 @@ class TransitionAssembler:
         if self._highest is not None and s <= self._highest - self.restart_after:
             self.restart()
         if self._highest is None:
-            self._start = self._floor = self._highest = s
-            self._rows[s] = row
-            return 1
+            return self._accept_first(row)
         if s in self._rows:
             self.duplicates += 1
             return 0
-        if s <= self._highest - self.window:
-            if s < self._start or s >= self._floor or self._was_missing(s):
+        if self._start <= s < self._floor:  # decided already: late, a copy, or a new stream
+            if self._was_missing(s):
                 self.late += 1
-            else:
+                return 0
+            if self._released.get(s) == row_digest(row):
                 self.duplicates += 1
-            return 0
+                return 0
+            return self._new_stream(row)
+        if s < self._start and s <= self._highest - self.window:  # before the stream began
+            return self._new_stream(row)
         self._rows[s] = row
         if s < self._start:  # an early row arriving late, before anything was decided
             self._start = self._floor = s
         if s > self._highest:
             self._highest = s
             self._settle(self._highest - self.window)
+        return 1
+
+    def _new_stream(self, row):
+        """The publisher restarted: close the stream and start the next one with row."""
+        self.restart()
+        return self._accept_first(row)
+
+    def _accept_first(self, row):
+        self._start = self._floor = self._highest = row.seq
+        self._rows[row.seq] = row
         return 1
 
     def _was_missing(self, s):
@@ -160,7 +182,14 @@ class TransitionAssembler:
                 self._floor = end
                 continue
             self._push(self._pair(row, self._rows.get(k + 1)))
+            self._remember(k, row)
             self._floor = k + 1
+
+    def _remember(self, seq, row):
+        """Keep the digest of decided row seq; forget those restart_after behind it."""
+        self._released[seq] = row_digest(row)
+        while next(iter(self._released)) <= seq - self.restart_after:  # oldest first
+            del self._released[next(iter(self._released))]
 
     def _pair(self, row, succ):
         """The transition of row and its successor row (None when there is none)."""
