@@ -115,6 +115,24 @@ def test_a_restored_learner_continues_its_counters_and_weights():
         assert torch.equal(a, b)
 
 
+def test_a_restored_learner_takes_its_configured_learning_rates_not_the_stored_ones():
+    stored = FineTuner.from_onnx(SHIPPED, FinetuneConfig(actor_lr=1e-5, critic_lr=3e-4))
+    cfg = FinetuneConfig(actor_lr=2e-5, critic_lr=1e-4, alpha_lr=5e-5)
+    again = FineTuner.from_onnx(SHIPPED, cfg)
+    again.load_bytes(stored.to_bytes())
+    sac = again.sac
+    for optim, lr in ((sac.actor_optim, 2e-5), (sac.critic_optim, 1e-4), (sac.alpha_optim, 5e-5)):
+        assert [group['lr'] for group in optim.param_groups] == [lr] * len(optim.param_groups)
+
+
+def test_exports_are_numbered_above_the_version_floor_and_name_their_true_parent():
+    tuner = FineTuner.from_onnx(SHIPPED)
+    tuner.version_floor = 7  # candidates 1..7 of an earlier run lie in policy_dir
+    version, parent, _, extra = tuner.snapshot()
+    assert (version, parent, extra['parent_version']) == (8, 0, 0)
+    assert tuner.snapshot()[:2] == (9, 8)
+
+
 def sac_run_checkpoint(tmp_path):
     """A checkpoint.pt and replay.pt laid out as `loco-train sac --save-replay` writes them."""
     from loco_train.policy.atomic_io import atomic_torch_save

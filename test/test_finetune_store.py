@@ -85,7 +85,11 @@ def test_checkpoint_slot_is_atomic_and_checked(tmp_path):
     data = bytearray((tmp_path / CHECKPOINT_NAME).read_bytes())
     data[-1] ^= 0xFF
     (tmp_path / CHECKPOINT_NAME).write_bytes(bytes(data))
-    assert TransitionStore(tmp_path).load()[1] is None  # a damaged checkpoint is not returned
+    reopened = TransitionStore(tmp_path)
+    assert reopened.load()[1] is None  # a damaged checkpoint is not returned, and not lost:
+    assert (tmp_path / f'{CHECKPOINT_NAME}.corrupt').read_bytes() == bytes(data)
+    assert 'crc32' in reopened.checkpoint_error and reopened.stats()['checkpoint_error']
+    assert not (tmp_path / CHECKPOINT_NAME).exists()
 
 
 def test_a_torn_last_block_is_cut_off_and_appends_continue(tmp_path):
@@ -226,3 +230,63 @@ def test_rows_beyond_max_pending_drop_oldest_first_and_are_counted(tmp_path):
     assert store.flush() and store.stats()['rows_stored'] == 50
     loaded, _ = TransitionStore(path).load()
     assert list(loaded['seq']) == list(range(30, 80))
+
+
+def test_load_last_reads_only_the_newest_rows_across_chunks(tmp_path):
+    store = TransitionStore(tmp_path, rows_per_chunk=16, flush_rows=7)
+    for first in range(0, 100, 10):
+        store.append(batch(first, 10))
+    store.flush()
+    everything = store.load()[0]
+    assert_rows(everything, 100)
+    for last in (0, 1, 16, 30, 99, 100, 500):
+        newest = store.load(last=last)[0]
+        for name in everything:
+            assert np.array_equal(newest[name], everything[name][100 - min(last, 100) :]), name
+
+
+def test_a_failing_disk_is_retried_once_per_interval_not_at_every_append(tmp_path):
+    path = tmp_path / 'store'
+    store = TransitionStore(path, rows_per_chunk=5, flush_rows=5, flush_interval=60)
+    store.append(batch(0, 5))  # flushed (the size threshold); the next rows need a new chunk
+    assert store.rows_stored == 5
+    os.rename(path, tmp_path / 'away')
+    path.write_text('not a directory')
+    try:
+        for first in range(5, 205, 10):
+            store.append(batch(first, 10))  # each past flush_rows, but the disk is failing
+        assert store.errors == 1 and not store.healthy and store.pending_rows == 200
+    finally:
+        path.unlink()
+        os.rename(tmp_path / 'away', path)
+    assert store.flush() and store.pending_rows == 0
+    assert_rows(TransitionStore(path).load()[0], 205)
+
+
+def test_a_read_only_store_with_an_empty_chunk_opens_and_reports(tmp_path, monkeypatch):
+    import errno
+
+    from loco_train.finetune import store as store_module
+
+    store = TransitionStore(tmp_path, rows_per_chunk=10)
+    store.append(batch(0, 10))
+    store.flush()  # chunk 1 full and listed
+    (tmp_path / store_module.chunk_name(2)).write_bytes(b'')  # a kill right after opening it
+    real_open = os.open
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), args[0] if args else None)
+
+    def read_only_open(path, flags, *args, **kwargs):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            refuse(path)
+        return real_open(path, flags, *args, **kwargs)
+
+    for name in ('remove', 'truncate', 'replace'):
+        monkeypatch.setattr(os, name, refuse)
+    monkeypatch.setattr(os, 'open', read_only_open)
+    opened = TransitionStore(tmp_path)  # raised out of the constructor before
+    assert not opened.healthy and 'Read-only' in opened.last_error
+    assert_rows(opened.load()[0], 10)
+    monkeypatch.undo()
+    assert opened.flush() and opened.healthy

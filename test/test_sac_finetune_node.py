@@ -356,6 +356,37 @@ def test_sigkill_mid_write_loses_at_most_the_last_second_and_never_repeats_a_ver
     assert node.stopped_cleanly(), node.log()
 
 
+def test_a_damaged_checkpoint_is_kept_reported_and_never_reuses_a_version(link, run, tmp_path):
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    key, store, policies = write_key(tmp_path), tmp_path / 'store', tmp_path / 'policies'
+    node = run(store, policies, key)
+    link.send(range(0, ONE_EXPORT))
+    assert link.spin_until(lambda: link.updates, 30.0), (link.diag, node.log())
+    first = link.updates[0]
+    assert node.stopped_cleanly(), node.log()
+    checkpoint = store / 'checkpoint.bin'
+    damaged = bytearray(checkpoint.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF  # a bit flipped on disk
+    checkpoint.write_bytes(bytes(damaged))
+    first_bytes = open(first['path'], 'rb').read()
+
+    node = run(store, policies, key)
+    assert link.spin_until(lambda: link.diag.get('checkpoint_error'), 10.0), link.diag
+    assert 'crc32' in link.diag['checkpoint_error'], link.diag
+    assert link.diag_level == DiagnosticStatus.WARN, link.diag
+    assert (store / 'checkpoint.bin.corrupt').read_bytes() == bytes(damaged)
+    assert 'damaged' in node.log() and 'learning starts afresh' in node.log()
+    heard = len(link.updates)
+    link.send(range(ONE_EXPORT, 2 * ONE_EXPORT))
+    assert link.spin_until(lambda: len(link.updates) > heard, 30.0), (link.diag, node.log())
+    after = link.updates[heard]
+    # numbered above the file of the run before, from the warm start (version 0)
+    assert after['version'] == first['version'] + 1 and after['parent_version'] == 0, after
+    assert open(first['path'], 'rb').read() == first_bytes  # not overwritten
+    assert node.stopped_cleanly(), node.log()
+
+
 def test_a_store_that_cannot_be_written_leaves_learning_running_and_says_so(link, run, tmp_path):
     from diagnostic_msgs.msg import DiagnosticStatus
 

@@ -108,6 +108,24 @@ def test_ring_wraps_and_keeps_the_newest_rows():
     assert window(buf, 3, 3)[0] == pytest.approx(10.0)  # newest row: window of one
 
 
+@pytest.mark.parametrize('steps, capacity', [(5, 8), (13, 8), (8, 8)])
+def test_extend_equals_one_add_per_step_across_the_ring(steps, capacity):
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(steps, 2, 3), (steps, 2, 1), (steps, 2), (steps, 2, 3)]
+    fields = [torch.randn(*shape, generator=gen) for shape in shapes]
+    fields += [torch.rand(steps, 2, generator=gen) < 0.3 for _ in range(2)]
+    one, many = (ReplayBuffer(2 * capacity, 2, obs_dim=3, action_dim=1) for _ in range(2))
+    for buf in (one, many):  # a partly filled ring first, so the writes wrap
+        for t in range(3):
+            buf.add(*(f[t] for f in fields))
+    for t in range(steps):
+        one.add(*(f[t] for f in fields))
+    many.extend(*fields)
+    assert (one.ptr, one.size) == (many.ptr, many.size)
+    for name in ReplayBuffer.FIELDS:
+        assert torch.equal(getattr(one, name), getattr(many, name)), name
+
+
 def test_vectorised_insertion_keeps_environments_apart():
     N = 3
     buf = ReplayBuffer(30, N, obs_dim=2, action_dim=1)

@@ -66,7 +66,9 @@ TRANSITION_DTYPE = np.dtype(
 
 def row_digest(row):
     """A hash of a row's content: tells a copy of a decided row from a new stream's row."""
-    return hash((row.episode, row.mode, row.policy_version, row.obs.tobytes(), row.action.tobytes()))
+    return hash(
+        (row.episode, row.mode, row.policy_version, row.obs.tobytes(), row.action.tobytes())
+    )
 
 
 def empty_transitions(size=0):

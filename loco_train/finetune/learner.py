@@ -133,6 +133,7 @@ class FineTuner:
         self.robot_transitions = 0  # robot transitions given to add() (all runs)
         self.credit = 0.0  # fractional updates owed
         self.version = int(self.parent.get('version', 0))  # version of the last export
+        self.version_floor = 0  # exports are numbered above it (files of an earlier lineage)
         self.exports = 0
         self.frozen_until = 0  # updates before which the actor stays frozen
         self.last_metrics = {}
@@ -223,13 +224,6 @@ class FineTuner:
         )
         sac.load_state_dict(saved)
         sac.target_entropy = _target_entropy(config, sac.actor)
-        for optim, lr in (
-            (sac.actor_optim, cfg.actor_lr),
-            (sac.critic_optim, cfg.critic_lr),
-            (sac.alpha_optim, cfg.alpha_lr),
-        ):
-            for group in optim.param_groups:
-                group['lr'] = lr
         prior = None
         if prior_replay:
             prior = _load_replay(prior_replay, sac)
@@ -242,6 +236,7 @@ class FineTuner:
             'warm_start': 'checkpoint',
         }
         tuner = cls(sac, config, parent, prior)
+        tuner.set_learning_rates()  # the checkpoint's optimisers carry its run's rates
         tuner.frozen_until = config.checkpoint_warmup_updates
         tuner._apply_schedule()
         return tuner
@@ -258,8 +253,7 @@ class FineTuner:
         finite &= torch.isfinite(fields[1]).all(1) & torch.isfinite(fields[2])
         # a dropped row ends the segment of the kept row before it (no n-step window joins)
         fields[5] = fields[5] | torch.cat([~finite[1:], torch.zeros(1, dtype=torch.bool)])
-        for i in torch.nonzero(finite).flatten().tolist():
-            self.robot.add(*(f[i : i + 1] for f in fields))
+        self.robot.extend(*(f[finite] for f in fields))  # (kept, ...) rows, N = 1
         kept = int(finite.sum())
         before = self.robot_transitions
         self.robot_transitions += kept
@@ -344,7 +338,7 @@ class FineTuner:
         learning goes on. Versions only increase (a candidate that fails to write is skipped).
         """
         parent_version = self.version
-        version = self.version + 1
+        version = max(self.version, self.version_floor) + 1
         extra = {
             'parent_version': parent_version,
             'parent_sha256': self.parent.get('sha256', ''),
@@ -356,6 +350,17 @@ class FineTuner:
         self.version, self.exports = version, self.exports + 1
         self._remember_actor(version)
         return version, parent_version, self.deployed_policy(), extra
+
+    def set_learning_rates(self):
+        """Give the optimisers this learner's configured rates (a loaded state brings its own)."""
+        sac, cfg = self.sac, self.cfg
+        for optim, lr in (
+            (sac.actor_optim, cfg.actor_lr),
+            (sac.critic_optim, cfg.critic_lr),
+            (sac.alpha_optim, cfg.alpha_lr),
+        ):
+            for group in optim.param_groups:
+                group['lr'] = lr
 
     def _remember_actor(self, version):
         """Keep an exported version's actor weights and optimiser state, for follow()."""
@@ -468,6 +473,7 @@ class FineTuner:
                 self.cfg, gamma=float(stored['gamma']), n_step=int(stored['n_step'])
             )
             self.sac.cfg.gamma, self.sac.cfg.n_step = self.cfg.gamma, self.cfg.n_step
+        self.set_learning_rates()  # the configuration's, not the stored run's
         self._apply_schedule()
 
     def refill(self, transitions):

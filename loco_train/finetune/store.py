@@ -14,9 +14,12 @@ out of the index), truncates it to its last whole block, lists it, and appends t
 
 A disk error (full, read-only, missing directory) never raises out of append, flush or
 save_checkpoint: the store records it (healthy, last_error, errors), keeps the rows and the
-checkpoint in memory, and the next flush writes them once the disk accepts writes again.
+checkpoint in memory, and the next flush writes them once the disk accepts writes again; while
+it fails, appends retry it once per flush_interval. A checkpoint that fails its CRC is set aside
+as checkpoint.bin.corrupt and reported, never silently taken for a missing one.
 """
 
+import functools
 import json
 import os
 import struct
@@ -128,6 +131,7 @@ class TransitionStore:
         self.errors = 0  # disk errors so far
         self.dropped = 0  # rows dropped because max_pending rows waited for the disk
         self.recovered_bytes = 0  # torn bytes cut off chunk ends when opening
+        self.checkpoint_error = ''  # why a stored checkpoint could not be used (kept aside)
         self._pending = []  # record arrays not yet on disk, oldest first
         self._pending_rows = 0
         self._checkpoint = None  # checkpoint bytes not yet on disk
@@ -175,8 +179,8 @@ class TransitionStore:
             if blocks:
                 rows = sum(len(b) for b in blocks)
                 self._chunks.append({'name': name, 'rows': rows, 'bytes': valid})
-            else:
-                os.remove(self._file(name))
+            else:  # an empty chunk is left in place on a read-only disk: it lists nothing
+                self._try(functools.partial(os.remove, self._file(name)))
             self._index_dirty = True
         if self._index_dirty:
             self._try(self._write_index)
@@ -205,7 +209,9 @@ class TransitionStore:
         with self._lock:
             self._queue(table)
             due = time.monotonic() - self._last_flush >= self.flush_interval
-            if self._pending_rows >= self.flush_rows or (self._pending_rows and due):
+            # a failing disk is retried once per flush_interval, not at every message
+            full = self._pending_rows >= self.flush_rows and self.healthy
+            if self._pending_rows and (full or due):
                 self.flush()
 
     def _queue(self, table):
@@ -292,7 +298,12 @@ class TransitionStore:
         if self._fd is None:
             self._open_chunk()
         room = self.rows_per_chunk - self._open['rows']
-        table = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
+        count, taken = 0, 0  # the oldest pending arrays that fill the room, no more
+        while taken < len(self._pending) and count < room:
+            count += len(self._pending[taken])
+            taken += 1
+        head = self._pending[:taken]
+        table = np.concatenate(head) if taken > 1 else head[0]
         block, rest = table[:room], table[room:]
         payload = block.tobytes()
         header = BLOCK.pack(BLOCK_MAGIC, len(block), zlib.crc32(payload))
@@ -300,8 +311,8 @@ class TransitionStore:
         os.fsync(self._fd)
         self._open['rows'] += len(block)
         self._open['bytes'] += len(header) + len(payload)
-        self._pending = [rest] if len(rest) else []
-        self._pending_rows = len(rest)
+        self._pending = ([rest] if len(rest) else []) + self._pending[taken:]
+        self._pending_rows -= len(block)
         if self._open['rows'] >= self.rows_per_chunk:
             self._close_chunk()
 
@@ -340,36 +351,65 @@ class TransitionStore:
         self._checkpoint = None
 
     def _read_checkpoint(self):
-        """The stored checkpoint bytes, or None when there is none (or it fails its check)."""
+        """The stored checkpoint bytes, or None when there is none.
+
+        A checkpoint that fails its check (only a damaged disk makes one: it is written
+        atomically) is renamed checkpoint.bin.corrupt, kept for inspection, and reported in
+        checkpoint_error and last_error; the caller then starts afresh.
+        """
+        path = self._file(CHECKPOINT_NAME)
         try:
-            with open(self._file(CHECKPOINT_NAME), 'rb') as f:
+            with open(path, 'rb') as f:
                 data = f.read()
         except FileNotFoundError:
             return None
+        fault = ''
         if len(data) < CHECKPOINT.size:
-            return None
-        magic, length, crc = CHECKPOINT.unpack_from(data)
-        payload = data[CHECKPOINT.size :]
-        if magic != CHECKPOINT_MAGIC or len(payload) != length or zlib.crc32(payload) != crc:
-            return None
-        return payload
+            fault = f'{len(data)} bytes, shorter than its header'
+        else:
+            magic, length, crc = CHECKPOINT.unpack_from(data)
+            payload = data[CHECKPOINT.size :]
+            if magic != CHECKPOINT_MAGIC:
+                fault = f'magic {magic!r} is not {CHECKPOINT_MAGIC!r}'
+            elif len(payload) != length:
+                fault = f'{len(payload)} payload bytes, header says {length}'
+            elif zlib.crc32(payload) != crc:
+                fault = 'crc32 mismatch'
+        if not fault:
+            return payload
+        kept = f'{path}.corrupt'
+        if not self._try(lambda: os.replace(path, kept)):
+            kept = path
+        self.checkpoint_error = f'{CHECKPOINT_NAME} is damaged ({fault}); kept as {kept}'
+        self.last_error = self.checkpoint_error
+        return None
 
     # ---- reading ------------------------------------------------------------------------
 
-    def load(self):
-        """Return (every transition on disk as a dict of (B, ...) arrays, checkpoint or None)."""
+    def load(self, last=None):
+        """Return (the newest `last` transitions on disk, checkpoint bytes or None).
+
+        Transitions: a dict of (B, ...) arrays, oldest first, all of them when last is None.
+        Chunks are read newest first until `last` rows are in, so a long store costs no more
+        than the rows kept.
+        """
         with self._lock:
             chunks = [dict(c) for c in self._chunks + ([self._open] if self._open else [])]
             checkpoint = self._read_checkpoint()
-        tables = []
-        for chunk in chunks:
+        tables, rows = [], 0
+        for chunk in reversed(chunks):
+            if last is not None and rows >= last:
+                break
             with open(self._file(chunk['name']), 'rb') as f:
                 data = f.read(chunk['bytes'])
             blocks, _ = scan_chunk(data, self.dtype)
             if sum(len(b) for b in blocks) != chunk['rows']:
                 raise ValueError(f'{chunk["name"]}: fewer whole blocks than its listed rows')
-            tables.extend(blocks)
+            tables[:0] = blocks
+            rows += chunk['rows']
         table = np.concatenate(tables) if tables else np.zeros(0, dtype=self.dtype)
+        if last is not None:
+            table = table[max(len(table) - int(last), 0) :]
         return {name: table[name].copy() for name in self.dtype.names}, checkpoint
 
     def stats(self):
@@ -381,6 +421,7 @@ class TransitionStore:
             'rows_stored': self.rows_stored,
             'pending_rows': self.pending_rows,
             'dropped': self.dropped,
+            'checkpoint_error': self.checkpoint_error,
             'chunks': len(self._chunks) + (self._open is not None),
         }
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -125,11 +126,16 @@ class SacFinetune(Node):
             prior = value('prior_replay').value or None
             self.tuner = learner.FineTuner.from_checkpoint(start, config, device, prior)
         self.store = TransitionStore(value('store').value)
-        stored, checkpoint = self.store.load()
+        # the replay keeps the newest rows only: read no more of a long store than that
+        stored, checkpoint = self.store.load(last=self.tuner.robot.capacity)
         resumed = 'warm start'
         if checkpoint is not None:
             self.tuner.load_bytes(checkpoint)
             resumed = f'resumed at update {self.tuner.updates}, version {self.tuner.version}'
+        elif self.store.checkpoint_error:
+            self.get_logger().error(f'{self.store.checkpoint_error}; learning starts afresh')
+        # never overwrite a candidate of an earlier run, whatever the checkpoint says
+        self.tuner.version_floor = highest_version(self.policy_dir)
         self.tuner.refill(stored)
         # policy_node names a file it was started with by its sha256's first 8 hex digits
         self._start_ids = {}
@@ -145,8 +151,9 @@ class SacFinetune(Node):
             self.weights, window=int(value('reorder_window').value)
         )
         self.get_logger().info(
-            f'sac_finetune: {resumed} from {start} on {device}; {len(stored["seq"])} stored '
-            f'transitions in {self.store.path}; policies to {self.policy_dir}'
+            f'sac_finetune: {resumed} from {start} on {device}; {len(stored["seq"])} of '
+            f'{self.store.rows_stored} stored transitions replayed from {self.store.path}; '
+            f'policies to {self.policy_dir}'
             + (f'; reward terms the robot cannot measure, left out: {self.weights.ignored}'
                if self.weights.ignored else '')
         )  # fmt: skip
@@ -183,6 +190,8 @@ class SacFinetune(Node):
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         period = float(value('diagnostics_period').value)
         self.create_timer(period, self.on_timer, clock=steady_clock())
+        # rows wait at most flush_interval for the disk, however long the diagnostics period
+        self.create_timer(self.store.flush_interval, self.store.flush, clock=steady_clock())
         self._exports, self._writing, self.export_error = queue.Queue(maxsize=1), False, ''
         self._torch_lock, self.learner_error = threading.Lock(), ''
         self._worker = threading.Thread(target=self._learn, name='sac_finetune', daemon=True)
@@ -221,8 +230,7 @@ class SacFinetune(Node):
             self._request_follow(running)  # applied by the learner thread at its next step
 
     def on_timer(self):
-        """Flush the store (at least once a second), publish /diagnostics."""
-        self.store.flush()
+        """Publish /diagnostics (the store flushes on its own timer)."""
         now = time.monotonic()
         mark_t, mark_u = self._rate_mark
         if now > mark_t:
@@ -256,6 +264,8 @@ class SacFinetune(Node):
             'store_rows': store['rows_stored'],
             'store_pending': store['pending_rows'],
             'store_error': store['last_error'],
+            'store_dropped': store['dropped'],
+            'checkpoint_error': store['checkpoint_error'],
             'last_malformed': self.assembler.last_error,
             'export_error': self.export_error,
             'learner_error': self.learner_error,
@@ -267,6 +277,11 @@ class SacFinetune(Node):
         elif not store['healthy']:
             status.level = DiagnosticStatus.WARN
             status.message = f'store not writable, learning in memory: {store["last_error"]}'
+        elif store['checkpoint_error'] or store['dropped']:
+            status.level = DiagnosticStatus.WARN
+            status.message = store['checkpoint_error'] or (
+                f'{store["dropped"]} transitions dropped while the store could not write'
+            )
         elif self.export_error:
             status.level = DiagnosticStatus.WARN
             status.message = f'candidate not written: {self.export_error}'
@@ -481,6 +496,15 @@ class SacFinetune(Node):
                     self._torch_lock.release()
         finally:
             self.store.close()
+
+
+def highest_version(policy_dir):
+    """The highest version of a candidate file in policy_dir (gated ones too); 0 if none."""
+    found = [
+        re.fullmatch(r'sac_finetune_v(\d+)(\.gated)?\.onnx', name)
+        for name in os.listdir(policy_dir)
+    ]
+    return max((int(m.group(1)) for m in found if m), default=0)
 
 
 def main(args=None):

@@ -67,6 +67,24 @@ class ReplayBuffer:
         self.ptr = (row + 1) % self.rows
         self.size = min(self.size + 1, self.rows)
 
+    def extend(self, obs, action, reward, next_obs, terminated, truncated) -> None:
+        """Append S steps at once: each argument (S, N, ...), as add() takes (N, ...).
+
+        The same result as S calls of add(); beyond T rows the oldest are dropped.
+        """
+        fields = [torch.as_tensor(f, device=self.device) for f in
+                  (obs, action, reward, next_obs, terminated, truncated)]  # fmt: skip
+        steps = fields[0].shape[0]
+        if steps == 0:
+            return
+        keep = min(steps, self.rows)
+        rows = (self.ptr + steps - keep + torch.arange(keep, device=self.device)) % self.rows
+        for name, value in zip(self.FIELDS, fields):
+            store = getattr(self, name)
+            store[rows] = value[steps - keep :].reshape(keep, *store.shape[1:]).to(store.dtype)
+        self.ptr = (self.ptr + steps) % self.rows
+        self.size = min(self.size + steps, self.rows)
+
     def sample(
         self,
         batch_size: int,
