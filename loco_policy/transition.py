@@ -51,6 +51,10 @@ FIELDS = (
 )
 """(name, width) of each row field, in order."""
 
+MAX_REWARD_TERM = 1.0e6
+"""Largest raw term a robot can report: every term is an exponential in [0, 1] or a square
+(|tau|^2 of 12 drives at their 80 N m limit is 7.7e4); a larger one is a fault, not data."""
+
 ROW_WIDTH = sum(width for _, width in FIELDS)
 INT_FIELDS = ('seq', 'episode', 'policy_version')
 MAX_INT = 2**32 - 1
@@ -167,6 +171,9 @@ def unpack_rows(dims, data, data_offset=0):
         flags = r[SLICES['terminated']][0], r[SLICES['truncated']][0]
         if mode not in range(len(MODES)) or any(f not in (0.0, 1.0) for f in flags):
             raise ValueError(f'transition mode {mode} or flags {flags} out of range')
+        terms = r[SLICES['reward_terms']]
+        if not np.all((terms >= 0.0) & (terms <= MAX_REWARD_TERM)):
+            raise ValueError(f'transition reward terms {terms.tolist()} outside [0, 1e6]')
         rows.append(
             TransitionRow(
                 mode=MODES[int(mode)],

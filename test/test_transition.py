@@ -42,6 +42,11 @@ def test_malformed_batches_are_rejected():
         transition.unpack_rows(dims, broken)
     with pytest.raises(ValueError, match='non-finite'):
         transition.pack_rows([row(1, action=np.full(12, np.nan))])
+    for bad in (-0.5, 3e30):  # finite, but no square or exponential gives it
+        terms = np.arange(len(transition.REWARD_TERMS), dtype=float)
+        terms[5] = bad
+        with pytest.raises(ValueError, match='reward terms'):
+            transition.unpack_rows(*transition.pack_rows([row(1, reward_terms=terms)]))
 
 
 def test_reward_terms_of_perfect_tracking():
