@@ -58,9 +58,11 @@ def fit_fails(bags, tmp_path, capsys):
     return capsys.readouterr().err
 
 
-def copy_topics(source, target, keep, rename=None, drop=None):
+def copy_topics(source, target, keep, rename=None, drop=None, drop_topic='/joint_states',
+                edit=None):  # fmt: skip
     """Rewrite a bag with only the topics in keep, joint names mapped through rename, the
-    /joint_states messages with bag times (ns) in the drop interval left out."""
+    drop_topic messages with bag times (ns) in the drop interval left out, and each message
+    passed through edit(topic, index, msg) where given."""
     from pathlib import Path
 
     from rosbags.highlevel import AnyReader
@@ -69,15 +71,20 @@ def copy_topics(source, target, keep, rename=None, drop=None):
                             fsync=False)  # fmt: skip
     for topic in keep:
         writer.add_topic(topic, 'sensor_msgs/msg/JointState')
+    counts = {}  # messages seen per topic
     with AnyReader([Path(source)], default_typestore=writer.typestore) as reader:
         for connection, stamp, raw in reader.messages():
             if connection.topic not in keep:
                 continue
-            if drop and connection.topic == '/joint_states' and drop[0] <= stamp < drop[1]:
+            if drop and connection.topic == drop_topic and drop[0] <= stamp < drop[1]:
                 continue
-            if rename:
+            if rename or edit:
                 msg = reader.deserialize(raw, connection.msgtype)
-                msg.name = [rename(n) for n in msg.name]
+                if rename:
+                    msg.name = [rename(n) for n in msg.name]
+                if edit:
+                    counts[connection.topic] = counts.get(connection.topic, -1) + 1
+                    msg = edit(connection.topic, counts[connection.topic], msg)
                 raw = writer.typestore.serialize_cdr(msg, connection.msgtype)
             writer.write(connection.topic, stamp, raw)
     writer.close()
@@ -170,7 +177,7 @@ def test_gaps_split_a_recording_into_segments(short_bag, tmp_path):
     hole = (start + int(0.2e9), start + int(0.4e9))  # 0.2 s without joint states
     bag = copy_topics(short_bag, tmp_path / 'gap', ['/joint_states', '/joint_command'], drop=hole)
     (kept,) = bag_reader.read(str(bag))  # the 0.2 s before the hole is under MIN_SEGMENT
-    assert kept.t[0] >= hole[1] * 1e-9
+    assert kept.t[0] >= hole[1] * 1e-9 - 1e-6
     original = bag_reader.MIN_SEGMENT
     try:
         bag_reader.MIN_SEGMENT = 0.1
@@ -178,11 +185,65 @@ def test_gaps_split_a_recording_into_segments(short_bag, tmp_path):
     finally:
         bag_reader.MIN_SEGMENT = original
     assert len(pieces) == 2
-    assert pieces[0].t[-1] < hole[0] * 1e-9 and pieces[1].t[0] >= hole[1] * 1e-9
+    assert pieces[0].t[-1] < hole[0] * 1e-9 and pieces[1].t[0] >= hole[1] * 1e-9 - 1e-6
     ctrl = bag_reader.hold_on_grid(pieces[1], pieces[1].t[:3])
     assert ctrl.shape == (3, 36) and np.all(np.isfinite(ctrl))
     with pytest.raises(bag_reader.BagError, match='no such bag'):
         bag_reader.read(str(tmp_path / 'missing'))
+
+
+def test_states_during_a_command_gap_are_dropped_and_every_segment_has_its_history(
+    short_bag, tmp_path
+):
+    (whole,) = bag_reader.read(short_bag)
+    start = int(round(whole.t[0] * 1e9))
+    hole = (start + int(0.5e9), start + int(0.8e9))  # 0.3 s without commands
+    topics = ['/joint_states', '/joint_command']
+    bag = copy_topics(short_bag, tmp_path / 'gap', topics, drop=hole, drop_topic='/joint_command')
+    original = bag_reader.MIN_SEGMENT
+    try:
+        bag_reader.MIN_SEGMENT = 0.1
+        pieces = bag_reader.read(str(bag))
+    finally:
+        bag_reader.MIN_SEGMENT = original
+    assert len(pieces) == 2
+    period = float(np.median(np.diff(whole.cmd_t)))
+    for piece in pieces:
+        # every state has the command in force recorded no more than one period before it
+        index = np.searchsorted(piece.cmd_t, piece.t + bag_reader.STAMP_TOLERANCE, 'right') - 1
+        assert np.all(index >= 0) and np.all(piece.t - piece.cmd_t[index] <= period + 1e-6)
+        # and the commands of the HISTORY before its first state (what the delay acts on)
+        assert piece.cmd_t[0] <= piece.t[0] - bag_reader.HISTORY + period
+    gap_states = (whole.t >= hole[0] * 1e-9 + period) & (whole.t < hole[1] * 1e-9)
+    assert gap_states.sum() > 10
+    kept = np.concatenate([piece.t for piece in pieces])
+    assert not np.isin(whole.t[gap_states], kept).any()
+    # after a state gap, the commands before it are the next piece's history
+    bag = copy_topics(short_bag, tmp_path / 'state_gap', topics, drop=hole)
+    try:
+        bag_reader.MIN_SEGMENT = 0.1
+        after = bag_reader.read(str(bag))[-1]
+    finally:
+        bag_reader.MIN_SEGMENT = original
+    assert after.t[0] >= hole[1] * 1e-9 - 1e-6 and after.cmd_t[0] <= after.t[0] - bag_reader.HISTORY
+
+
+@pytest.mark.parametrize('fault', ['nan_effort', 'short_velocity', 'no_velocity'])
+def test_bad_joint_state_values_are_refused_naming_the_message(short_bag, tmp_path, fault):
+    def edit(topic, index, msg):
+        if topic == '/joint_states' and index == 40:
+            if fault == 'nan_effort':
+                msg.effort = msg.effort.copy()
+                msg.effort[3] = float('nan')
+            else:
+                msg.velocity = msg.velocity[: 6 if fault == 'short_velocity' else 0]
+        return msg
+
+    topics = ['/joint_states', '/joint_command']
+    bag = copy_topics(short_bag, tmp_path / fault, topics, edit=edit)
+    expected = 'non-finite effort' if fault == 'nan_effort' else 'fewer velocity values'
+    with pytest.raises(bag_reader.BagError, match=expected):
+        bag_reader.read(str(bag))
 
 
 def test_the_applied_commands_are_read_before_the_senders(short_bag, tmp_path):

@@ -7,8 +7,11 @@ A BAG argument is a rosbag2 directory (metadata.yaml + .mcap), a recorder output
 such splits (read in order, as one recording) or one .mcap file. Joints are matched by name
 (any order; the 12 robot joints must all be there), times are the messages' header stamps.
 Each recording is cut into segments wherever /joint_states or /joint_command pause (a gap longer
-than GAP_FACTOR median periods and MIN_GAP) or the commanded gains change; the fit puts the
-commands on the physics grid by zero-order hold (``hold_on_grid``).
+than GAP_FACTOR median periods and MIN_GAP) or the commanded gains change. States recorded while
+the commands paused (later than one command period after the last one) are dropped, and each
+segment starts HISTORY after its commands begin, so that the delayed command the drive acted on
+is always one the recording holds. The fit puts the commands on the physics grid by zero-order
+hold (``hold_on_grid``). Non-finite or missing state values are refused, naming the message.
 """
 
 from dataclasses import dataclass
@@ -19,6 +22,7 @@ import numpy as np
 
 from loco_policy import spec
 from loco_policy.control import joint_command
+from loco_train.actuator.model import MAX_DELAY
 
 STATE_TOPIC = '/joint_states'
 COMMAND_TOPIC = '/joint_command'
@@ -39,6 +43,11 @@ are whole nanoseconds: equal times on two clocks may round apart)."""
 
 MIN_SEGMENT = 1.0
 """Shortest segment (s) kept; shorter pieces between gaps are dropped."""
+
+HISTORY = MAX_DELAY + 0.01
+"""Command history (s) a segment's first state needs: the fit's delay reaches MAX_DELAY back,
+and its history buffer a few physics steps more. Where the recording lacks it (after a command
+gap or a gain change, or at its start) that stretch of states is dropped."""
 
 
 class BagError(ValueError):
@@ -179,11 +188,19 @@ def _states(path, messages):
             row_order = np.array([index[n] for n in spec.JOINT_NAMES])
         else:
             row_order = order
-        if len(msg.position) < len(msg.name) or len(msg.effort) < len(msg.name):
-            raise BagError(f'{path}: {STATE_TOPIC} without positions or efforts')
-        velocity = np.asarray(msg.velocity)[row_order] if len(msg.velocity) else np.zeros(12)
-        rows.append((_stamp(msg), np.asarray(msg.position)[row_order], velocity,
-                     np.asarray(msg.effort)[row_order]))  # fmt: skip
+        lengths = {f: len(getattr(msg, f)) for f in ('position', 'velocity', 'effort')}
+        short = [f for f, size in lengths.items() if size < len(msg.name)]
+        if short:
+            raise BagError(f'{path}: {STATE_TOPIC} at {_stamp(msg):.6f} s has fewer '
+                           f'{" and ".join(short)} values than joint names ({lengths}, '
+                           f'{len(msg.name)} names); the fit needs all three')  # fmt: skip
+        values = [np.asarray(getattr(msg, f), dtype=float)[row_order] for f in lengths]
+        bad = [f for f, v in zip(lengths, values) if not np.all(np.isfinite(v))]
+        if bad:
+            joints = [spec.JOINT_NAMES[j] for j in np.nonzero(~np.isfinite(np.stack(values)))[1]]
+            raise BagError(f'{path}: {STATE_TOPIC} at {_stamp(msg):.6f} s holds non-finite '
+                           f'{", ".join(bad)} ({sorted(set(joints))})')  # fmt: skip
+        rows.append((_stamp(msg), *values))
     t = np.array([r[0] for r in rows])
     if np.any(t <= 0):
         raise BagError(f'{path}: {STATE_TOPIC} messages without header stamps')
@@ -205,8 +222,7 @@ def _commands(path, messages, topic=COMMAND_TOPIC):
         try:
             command = joint_command.unpack(msg.name, msg.position, msg.velocity, msg.effort)
         except ValueError as error:
-            raise BagError(f'{path}: {topic} joint names do not match the robot: '
-                           f'{error}') from None  # fmt: skip
+            raise BagError(f'{path}: {topic} at {_stamp(msg):.6f} s: {error}') from None
         t.append(_stamp(msg))
         fields.append(np.stack([command.position, command.velocity, command.effort,
                                 command.kp, command.kd, command.torque_limit]))  # fmt: skip
@@ -235,26 +251,38 @@ def read(path):
     t, q, qd, tau = t[first], q[first], qd[first], tau[first]
     topic = APPLIED_TOPIC if messages[APPLIED_TOPIC] else COMMAND_TOPIC
     cmd_t, fields = _commands(path, messages[topic], topic)
-    # cut points (s): state gaps, command gaps, gain changes
+    period = float(np.median(np.diff(cmd_t))) if len(cmd_t) > 1 else 0.0  # s, of the commands
+    # cut points (s): state gaps, command gaps (both ends), gain changes
     cuts = [t[i] for i in _breaks(t)]
-    cuts += [cmd_t[i] for i in _breaks(cmd_t)]
+    stale = np.zeros(len(t), dtype=bool)  # states during a command gap: no known command
+    regimes = [cmd_t[0]]  # times from which the commands' history is known (s)
+    for i in _breaks(cmd_t):
+        # the drive held the last command for about one period, then its own timeout acted
+        held_until = cmd_t[i - 1] + period
+        stale |= (t >= held_until) & (t < cmd_t[i])
+        cuts += [held_until, cmd_t[i]]
+        regimes.append(cmd_t[i])
     gains = fields[:, 3:6].reshape(len(cmd_t), -1)
     change = np.nonzero(np.any(np.diff(gains, axis=0) != 0, axis=1))[0] + 1
     cuts += [cmd_t[i] for i in change]
+    regimes += [cmd_t[i] for i in change]
+    regimes = np.sort(np.array(regimes))
     edges = [max(t[0], cmd_t[0])] + sorted(c for c in cuts if c > max(t[0], cmd_t[0]))
     edges.append(min(t[-1], cmd_t[-1]) + 1e-9)
     segments = []
     for start, end in zip(edges[:-1], edges[1:]):
-        keep = (t >= start) & (t < end)
+        known = regimes[np.searchsorted(regimes, start, side='right') - 1]  # this regime's start
+        start = max(start, known + HISTORY)  # the delay's history must be recorded, not guessed
+        keep = (t >= start) & (t < end) & ~stale
         ckeep = (cmd_t >= start) & (cmd_t < end)
         if keep.sum() < 2 or ckeep.sum() < 1:
             continue
-        # commands valid in the window: the one in force at its start, then those inside
-        first = max(0, np.searchsorted(cmd_t, start, side='right') - 1)
+        # the commands the drive took from HISTORY before the first state on (same regime)
+        first = max(0, np.searchsorted(cmd_t, start - HISTORY, side='right') - 1)
         cidx = np.arange(first, np.nonzero(ckeep)[0][-1] + 1)
         f = fields[cidx]
-        if np.any(f[:, 3:6] != f[0, 3:6]):  # a gain change right at the window's start
-            cidx, f = cidx[1:], f[1:]
+        if np.any(f[:, 3:6] != f[0, 3:6]):  # cannot happen: gain changes start regimes
+            raise BagError(f'{path}: commanded gains change inside a segment at {start:.6f} s')
         segment = Segment(path, t[keep], q[keep], qd[keep], tau[keep], cmd_t[cidx],
                           f[:, 0], f[:, 1], f[:, 2], f[0, 3], f[0, 4], f[0, 5])  # fmt: skip
         if segment.duration >= MIN_SEGMENT and np.any(segment.kp > 0):
