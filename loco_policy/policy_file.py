@@ -313,14 +313,25 @@ class OnnxPolicy:
         self.contract = parse_metadata(meta, path, hashlib.sha256(blob).hexdigest())
         problems = contract_mismatches(self.contract)
         problems += self._io_mismatches()
-        digest = weights_sha256(blob)
+        try:
+            digest = weights_sha256(blob)
+        except Exception as error:  # a graph whose initializers cannot be read
+            raise PolicyFileError(
+                f'policy file {path} refused: weights unreadable: {error}'
+            ) from None
         claimed = str(self.contract.provenance.get('weights_sha256', ''))
         if digest != claimed:
             problems.append(f'weights sha256 {digest[:16]}... differs from provenance {claimed!r}')
         if problems:
             raise PolicyFileError(f'policy file {path} refused: ' + '; '.join(problems))
         self._obs = np.zeros((1, self.contract.obs_dim), dtype=np.float32)  # reused input
-        self.warm_up(warmup)
+        try:
+            self.warm_up(warmup)
+        except PolicyFileError:
+            raise
+        except Exception as error:  # onnxruntime fails to run it: refused like any bad file
+            first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            raise PolicyFileError(f'policy file {path} fails to run: {first}') from None
 
     def _io_mismatches(self):
         """Check the graph's input and output names and widths against the spec."""
@@ -328,6 +339,9 @@ class OnnxPolicy:
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
         if len(inputs) != 1 or inputs[0].name != INPUT_NAME:
             problems.append(f'inputs {[i.name for i in inputs]} must be exactly [{INPUT_NAME!r}]')
+        elif inputs[0].type != 'tensor(float)' or len(inputs[0].shape) != 2:
+            problems.append(f'input obs is {inputs[0].type} of rank {len(inputs[0].shape)}, '
+                            'not a rank-2 tensor(float)')  # fmt: skip
         elif inputs[0].shape[-1] != self.contract.obs_dim:
             width, size = inputs[0].shape[-1], self.contract.obs_dim
             problems.append(f'input obs width {width} is not {size} (the size of its layout)')

@@ -253,6 +253,33 @@ def test_malformed_announcements_are_rejected_not_raised():
         hot_swap.parse_update(json.dumps(fields | {'version': 2**32}))
 
 
+def test_a_rejection_quotes_only_a_valid_version_and_a_bounded_reason(tmp_path, key_file, active):
+    nested = '[' * 990 + ']' * 990
+    for text, version in [
+        ('{"version": ' + nested + '}', None),  # json.dumps of it overflows a deeper stack
+        ('{"version": true}', None),
+        ('{"version": 1.5}', None),
+        ('{"version": -3}', None),
+        (json.dumps({'version': 12, 'path': 'x' * 100_000}), 12),
+    ]:
+        assert hot_swap.announced_version(text) == version, text[:40]
+    switch = PolicySwitch(active, key_file, RELAXED, window=0.5, margin=0.1, observations=20)
+    try:
+        switch.submit('{"version": ' + nested + '}')
+        switch.submit(announce_path('/' + 'p' * 100_000))  # the reason quotes the path
+        for _ in range(200):
+            if switch.counts['rejected'] == 2:
+                break
+            time.sleep(0.02)
+        status = switch.status()
+        assert status['updates']['rejected'] == 2
+        rejection = status['updates']['last_rejection']
+        assert rejection['version'] == 2 and len(rejection['reason']) <= hot_swap.MAX_REASON
+        json.dumps(status)  # what policy_node publishes on /policy/status, on any thread
+    finally:
+        switch.close()
+
+
 @pytest.mark.parametrize('name', ['max_action_deviation', 'max_mean_action_deviation',
                                   'inference_budget'])  # fmt: skip
 @pytest.mark.parametrize('value', [float('nan'), float('inf'), 0.0, -1.0])

@@ -139,3 +139,40 @@ def test_weights_in_an_external_file_are_refused_whatever_the_digest_says(
     monkeypatch.chdir(tmp_path)  # where onnxruntime would look for weights.bin
     message = refusal(side)
     assert 'external files' in message and 'weights must be inside' in message
+
+
+def contract_graph(path, nodes, inputs, outputs, initializers):
+    """Write a graph with the full contract and a matching weights digest to path."""
+    from onnx import helper
+
+    from loco_policy.weights_digest import weights_sha256
+
+    graph = helper.make_graph(nodes, 'policy', inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)])
+    model.ir_version = 9
+    digest = weights_sha256(model.SerializeToString())
+    provenance = {'algorithm': 'shac', 'iterations': 1, 'return': 0.0, 'code_revision': 'x',
+                  'created': 'x', 'weights_sha256': digest}  # fmt: skip
+    for key, value in spec.contract_metadata(provenance).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, json.dumps(value)
+    onnx.save(model, path)
+    return path
+
+
+def test_a_file_that_fails_to_run_or_takes_float64_is_refused_not_raised(tmp_path):
+    from onnx import helper, numpy_helper, TensorProto
+
+    obs = helper.make_tensor_value_info('obs', TensorProto.FLOAT, ['batch', spec.OBS_DIM])
+    actions = helper.make_tensor_value_info('actions', TensorProto.FLOAT, ['batch', 12])
+    index = np.array(list(range(11)) + [60], dtype=np.int64)  # 60: beyond the 48 inputs
+    gather = helper.make_node('Gather', ['obs', 'index'], ['actions'], axis=1)
+    failing = contract_graph(tmp_path / 'failing.onnx', [gather], [obs], [actions],
+                             [numpy_helper.from_array(index, 'index')])  # fmt: skip
+    assert 'fails to run' in refusal(failing)
+    obs64 = helper.make_tensor_value_info('obs', TensorProto.DOUBLE, ['batch', spec.OBS_DIM])
+    actions64 = helper.make_tensor_value_info('actions', TensorProto.DOUBLE, ['batch', 12])
+    weights = numpy_helper.from_array(np.zeros((spec.OBS_DIM, 12)), 'w')
+    matmul = helper.make_node('MatMul', ['obs', 'w'], ['actions'])
+    double = contract_graph(tmp_path / 'f64.onnx', [matmul], [obs64], [actions64], [weights])
+    assert 'tensor(double)' in refusal(double)

@@ -387,3 +387,8 @@ def test_a_stop_signal_while_walking_sends_damping_last(graph, stop_signal):
     command = joint_command.unpack(names, position, velocity, effort, mode)
     assert (command.kp == 0.0).all() and (command.kd > 0.0).all()
     assert 'damping command sent' in graph.log('policy_node')
+    rows = []  # every tick's row reaches /replay/transitions, the last batch too
+    for m in probe.batches:
+        rows += transition.unpack_rows([(d.label, d.size, d.stride) for d in m.layout.dim], m.data)
+    assert rows and transition.gaps(rows) == []
+    assert rows[-1].truncated or rows[-1].terminated  # the episode ends with the run

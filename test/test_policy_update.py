@@ -93,6 +93,25 @@ def test_without_a_key_file_every_update_is_refused_saying_why(graph):  # noqa: 
     assert updates_of()['last_rejection']['version'] == 3
 
 
+def test_a_hostile_unsigned_update_leaves_the_walking_robot_walking(graph):  # noqa: F811
+    from std_msgs.msg import String
+
+    probe = walk(graph, make_policy_file(graph.tmp / 'first.onnx', weight_scale=0.01))
+    updates = probe.node.create_publisher(String, '/policy/update', 10)
+    probe.spin(0.5)
+    before = len(probe.commands)
+    nested = '[' * 990 + ']' * 990  # parses on the validator's stack, not on a deeper one
+    updates.publish(String(data='{"version": ' + nested + ', "path": "' + 'x' * 50_000 + '"}'))
+    updates_of = lambda: probe.status.get('updates', {})  # noqa: E731
+    assert probe.spin_until(lambda: updates_of().get('rejected') == 1, 10.0), updates_of()
+    probe.spin(1.5)  # a /diagnostics period: its status publish must not end the node
+    rejection = updates_of()['last_rejection']
+    assert rejection['version'] is None and len(rejection['reason']) <= 400, rejection
+    assert graph.procs['policy_node'].poll() is None, graph.log('policy_node')
+    modes = {command[0] for command in probe.commands[before:]}
+    assert modes == {'WALK'} and probe.status['mode'] == 'WALK', (modes, probe.status)
+
+
 def test_a_damp_entered_between_ticks_soon_after_a_swap_rolls_back(graph):  # noqa: F811
     from std_msgs.msg import String
 

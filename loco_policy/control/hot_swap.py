@@ -102,6 +102,25 @@ def read_key(path):
     return key
 
 
+MAX_REASON = 400
+"""Longest rejection reason kept (characters): reasons quote unverified message content."""
+
+
+def announced_version(text):
+    """The version an unverified update names if an integer in [0, MAX_VERSION], else None.
+
+    It is all a rejection may quote of a message that failed its checks.
+    """
+    try:
+        fields = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    version = fields.get('version') if isinstance(fields, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and 0 <= version <= MAX_VERSION:
+        return version
+    return None
+
+
 def parse_update(text):
     """Parse the JSON of a /policy/update message into an Update; UpdateRejected if malformed."""
     try:
@@ -367,7 +386,9 @@ class PolicySwitch:
             self._reject(None, 'validation queue full: update dropped')
 
     def _reject(self, version, reason):
-        """Count and remember a rejection."""
+        """Count and remember a rejection (the reason cut to MAX_REASON characters)."""
+        if len(reason) > MAX_REASON:
+            reason = reason[: MAX_REASON - 3] + '...'
         with self._lock:
             self.counts['rejected'] += 1
             self.generation += 1
@@ -382,11 +403,7 @@ class PolicySwitch:
                 return
             text, received = item
             started = time.monotonic()
-            version = None
-            try:
-                version = json.loads(text).get('version') if text.strip().startswith('{') else None
-            except (ValueError, RecursionError, AttributeError):
-                pass
+            version = announced_version(text)
             reference = self._active  # the policy the candidate is compared with
             try:
                 staged = validate(text, self.key_path, reference, list(self.recent), self.limits)

@@ -444,7 +444,18 @@ class PolicyNode(Node):
         self.batch = []
 
     def publish_status(self, force=False):
-        """Publish /policy/status when it changed (or when forced)."""
+        """Publish /policy/status when it changed (or when forced).
+
+        Never raises: telemetry must not trip the control tick or end the node.
+        """
+        try:
+            self._publish_status(force)
+        except Exception as error:
+            self.get_logger().error(
+                f'/policy/status not published: {error!r}', throttle_duration_sec=1.0
+            )
+
+    def _publish_status(self, force):
         status = self.controller.status(time.monotonic())
         status['policy_version'] = self.controller.policy_version
         status['policy_sha256'] = self.switch.active_sha
@@ -456,7 +467,18 @@ class PolicyNode(Node):
             self.status_pub.publish(String(data=json.dumps(status)))
 
     def publish_diagnostics(self):
-        """Publish loop rate, jitter, inference time, input staleness and state on /diagnostics."""
+        """Publish loop rate, jitter, inference, input staleness, state on /diagnostics.
+
+        Never raises, like publish_status.
+        """
+        try:
+            self._publish_diagnostics()
+        except Exception as error:
+            self.get_logger().error(
+                f'/diagnostics not published: {error!r}', throttle_duration_sec=1.0
+            )
+
+    def _publish_diagnostics(self):
         status = self.controller.status(time.monotonic())
         figures = self.stats.summary(recent=True)
         figures['transitions_published'] = self.transitions_published
@@ -517,6 +539,14 @@ class PolicyNode(Node):
             self.get_logger().info('stopping: damping command sent')
         except Exception as error:  # the summary below must still be written
             self.get_logger().error(f'stopping: no damping command sent: {error!r}')
+        try:  # the rows of the last, partial batch: the episode ends with the last of them
+            if self.batch:
+                last = self.batch[-1]
+                if not (last.terminated or last.truncated):
+                    last.truncated = True
+                self.publish_transitions()
+        except Exception as error:
+            self.get_logger().error(f'stopping: last transitions not published: {error!r}')
         self.write_stats()
 
     def write_stats(self):
