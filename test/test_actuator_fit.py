@@ -225,7 +225,9 @@ def test_states_during_a_command_gap_are_dropped_and_every_segment_has_its_histo
         after = bag_reader.read(str(bag))[-1]
     finally:
         bag_reader.MIN_SEGMENT = original
-    assert after.t[0] >= hole[1] * 1e-9 - 1e-6 and after.cmd_t[0] <= after.t[0] - bag_reader.HISTORY
+    assert (
+        after.t[0] >= hole[1] * 1e-9 - 1e-6 and after.cmd_t[0] <= after.t[0] - bag_reader.HISTORY
+    )
 
 
 @pytest.mark.parametrize('fault', ['nan_effort', 'short_velocity', 'no_velocity'])
