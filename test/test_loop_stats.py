@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from loco_policy.control.loop_stats import LoopStats, percentiles
@@ -18,6 +19,20 @@ def test_jitter_rate_and_percentiles():
     stats.tick(0.12)
     assert stats.summary(recent=False)['ticks'] == 2
     assert abs(stats.totals['period'][0] - 0.02) < 1e-9
+
+
+def test_the_run_samples_stay_bounded_and_an_even_subsample_of_the_run():
+    stats = LoopStats(period=0.02, max_total=1000)
+    rng = np.random.default_rng(0)
+    samples = list(rng.gamma(4.0, 2.5e-4, 50_000))  # a day's worth, in miniature (s)
+    for value in samples:
+        stats.add('inference', value)
+    kept = stats.totals['inference']
+    assert len(kept) < 1000 and len(stats.series['inference']) == 500
+    run = stats.summary(recent=False)
+    every = percentiles(samples)
+    for key in ('p50', 'p99'):
+        assert abs(run[f'inference_{key}_ms'] / (1e3 * every[key]) - 1.0) < 0.05, key
 
 
 def test_the_sleep_loop_baseline_ticks_once_per_period_and_prints_its_jitter(capsys):

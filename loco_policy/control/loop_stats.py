@@ -19,16 +19,22 @@ def percentiles(values, qs=(50, 99)):
 
 
 class LoopStats:
-    """Per-tick timing samples: a recent window for diagnostics, all for the run summary."""
+    """Per-tick timing samples: a recent window for diagnostics, the run's for its summary."""
 
-    def __init__(self, period, window=500):
-        """Expect ticks every period (s); keep `window` recent samples per series."""
+    def __init__(self, period, window=500, max_total=200_000):
+        """Expect ticks every period (s); keep `window` recent samples per series.
+
+        Of the run's samples at most max_total are kept: past that, every other one is dropped,
+        an even subsample of the whole run, so a day on the robot costs megabytes, not gigabytes.
+        """
         self.period = period
         self.window = window
+        self.max_total = int(max_total)
         self.series = {}
         """name -> deque of recent samples (s)."""
         self.totals = {}
-        """name -> list of every sample of the run (s)."""
+        """name -> list of the run's samples (s), every `stride[name]`-th one once thinned."""
+        self.stride = {}
         self.last_tick = None
         self.ticks = 0
         self.start_wall = time.monotonic()
@@ -43,6 +49,7 @@ class LoopStats:
     def restart_totals(self):
         """Drop the run's samples so far (e.g. start-up) and restart CPU and rate accounting."""
         self.totals = {name: [] for name in self.totals}
+        self.stride = {name: [1, 0] for name in self.totals}
         self.ticks = 0
         self.start_wall, self.start_cpu = time.monotonic(), self._cpu()
 
@@ -51,8 +58,18 @@ class LoopStats:
         if name not in self.series:
             self.series[name] = deque(maxlen=self.window)
             self.totals[name] = []
+            self.stride[name] = [1, 0]  # keep every stride-th sample; samples since the last
         self.series[name].append(value)
-        self.totals[name].append(value)
+        stride = self.stride[name]
+        stride[1] += 1
+        if stride[1] < stride[0]:
+            return
+        stride[1] = 0
+        total = self.totals[name]
+        total.append(value)
+        if len(total) >= self.max_total:  # thin to every other sample, keep half as many
+            del total[1::2]
+            stride[0] *= 2
 
     def tick(self, now):
         """Record a tick at monotonic time now (s): its period and |period - nominal| jitter."""
