@@ -192,3 +192,30 @@ def test_killed_writer_loses_only_what_it_had_not_flushed(tmp_path):
     assert [r['action'] for r in recover_tree(tmp_path / 'bag')] == ['complete', 'complete']
     # a writer started on the same root numbers on after the splits already there
     assert SplitBagWriter(tmp_path / 'bag').index == 2
+
+
+def test_a_full_disk_mid_flush_leaves_the_bag_of_the_last_flush(tmp_path):
+    import resource
+    import signal
+
+    import pytest
+
+    typestore = get_typestore(TYPESTORE)
+    writer = SplitBagWriter(tmp_path / 'bag', split_size=0, split_duration=0, flush_period=0)
+    writer.add_topic('/joint_states', 'sensor_msgs/msg/JointState')
+    write_seq(writer, typestore, 0, 40)
+    assert writer.flush()
+    split, size = writer.path, mcap_of(writer.path).stat().st_size
+    write_seq(writer, typestore, 40, 400)  # a flush about three times the file's size
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:  # the kernel refuses writes past the limit (EFBIG), as a full disk does (ENOSPC)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 4096, hard))
+        with pytest.raises(OSError):
+            writer.flush()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert mcap_of(split).stat().st_size == size  # the summary put back, the tail cut
+    assert read_positions(split) == list(range(40))  # readable as it was after that flush
+    assert not scan_mcap(mcap_of(split)).problem

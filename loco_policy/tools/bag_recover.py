@@ -287,8 +287,10 @@ def _rewrite(split, mcap, scan, info, typestore):
                 writer.write(connections[cid], log_time, data)
         writer.close()
     except BaseException:
-        writer.abort()
-        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            writer.abort()
+        finally:  # a full disk fails the abort too: the staging copy must still go
+            shutil.rmtree(staging, ignore_errors=True)
         raise
     new_mcap = staging / split.name / f'{split.name}.mcap'
     new_meta = staging / split.name / 'metadata.yaml'

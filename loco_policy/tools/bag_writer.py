@@ -37,6 +37,8 @@ from rosbags.rosbag2.metadata import dump_qos_v9
 from rosbags.typesys import get_typestore, Stores
 from ruamel.yaml import YAML
 
+from loco_policy.tools.durable import write_all
+
 TYPESTORE = Stores.ROS2_KILTED
 """Message definitions stored in the bags (the ROS distribution of the rclpy wheels)."""
 
@@ -130,6 +132,8 @@ class SplitBagWriter:
             for topic, msgtype in self.topics.items()
         }
         self._bytes, self._first_ns, self._on_disk = 0, None, False
+        self._tail = None  # bytes from the last flush's summary to the end: what a failed
+        # flush writes back, so that the file stays the bag of that flush
 
     def write(self, topic, timestamp_ns, data):
         """Write one serialized message at a time stamp (ns), rotating splits at the limits.
@@ -199,11 +203,18 @@ class SplitBagWriter:
             storage.bio = file
             if hide:
                 storage.chunk = pending
-        file.write(records.getvalue())  # one write: a kill tears at most its tail
-        file.truncate()
-        file.flush()
-        if self.fsync:
-            os.fsync(file.fileno())
+        data, at = records.getvalue(), file.tell()  # at: where the last flush's summary starts
+        file.flush()  # nothing buffered: the bytes go out through the descriptor below
+        fd = file.fileno()
+        try:
+            write_all(fd, data, at)  # one write: a kill tears at most its tail
+            os.ftruncate(fd, at + len(data))
+            if self.fsync:
+                os.fsync(fd)
+        except OSError:  # a full disk mid-write: put the last flush's summary back in place
+            self._restore_tail(fd, at)
+            raise
+        self._tail = data[summary - at :]
         file.seek(summary)  # the next chunk overwrites the metadata record and the summary
         text = 'rosbag2_bagfile_information:\n' + ''.join(
             f'  {line}' if line.strip() else line for line in inner.splitlines(keepends=True)
@@ -215,6 +226,21 @@ class SplitBagWriter:
         self.flushes += 1
         self.flush_seconds += time.perf_counter() - started
         return True
+
+    def _restore_tail(self, fd, at):
+        """Write the last flush's summary and footer back at `at` and cut the file there.
+
+        The file already holds those bytes' blocks, so a full disk takes them; the file then
+        reads as the last flush's bag.
+        """
+        if self._tail is None:
+            return
+        try:
+            write_all(fd, self._tail, at)
+            os.ftruncate(fd, at + len(self._tail))
+            os.fsync(fd)
+        except OSError:
+            pass  # the file is torn: loco-bag-recover cuts it back to its last whole chunk
 
     def flush_if_due(self):
         """Flush when the last flush is flush_period old (a timer's callback); True if flushed."""

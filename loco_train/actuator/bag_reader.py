@@ -151,7 +151,8 @@ def _messages(path):
             raise
         except Exception as error:  # rosbags' reader errors: a truncated or foreign file
             raise BagError(
-                f'{part}: cannot read the bag ({type(error).__name__}: {error})'
+                f'{part}: cannot read the bag ({type(error).__name__}: {error}); a recording '
+                'cut short by a kill or a full disk is repaired by `loco-bag-recover DIR`'
             ) from None
     return out
 

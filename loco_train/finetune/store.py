@@ -29,6 +29,7 @@ import zlib
 
 import numpy as np
 
+from loco_policy.tools.durable import write_all
 from loco_train.finetune.ingest import TRANSITION_DTYPE
 
 FORMAT = 1
@@ -79,14 +80,6 @@ def atomic_write(path, data):
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(os.path.abspath(path)))
-
-
-def write_all(fd, data, offset):
-    """Write every byte of data at offset with pwrite (short writes continue; errors raise)."""
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
 
 
 def scan_chunk(data, dtype):
