@@ -173,7 +173,9 @@ def unpack_rows(dims, data, data_offset=0):
             raise ValueError(f'transition mode {mode} or flags {flags} out of range')
         terms = r[SLICES['reward_terms']]
         if not np.all((terms >= 0.0) & (terms <= MAX_REWARD_TERM)):
-            raise ValueError(f'transition reward terms {terms.tolist()} outside [0, 1e6]')
+            raise ValueError(
+                f'transition reward terms {terms.tolist()} outside [0, {MAX_REWARD_TERM:g}]'
+            )
         rows.append(
             TransitionRow(
                 mode=MODES[int(mode)],

@@ -170,7 +170,7 @@ def test_a_truncated_mcap_is_refused(short_bag, tmp_path, capsys):
     assert 'cannot read the bag' in error or 'truncated' in error, error
 
 
-def test_gaps_split_a_recording_into_segments(short_bag, tmp_path):
+def test_gaps_split_a_recording_into_segments(short_bag, tmp_path, monkeypatch):
     (segment,) = bag_reader.read(short_bag)
     assert segment.duration > 1.4
     start = int(round(segment.t[0] * 1e9))
@@ -178,12 +178,8 @@ def test_gaps_split_a_recording_into_segments(short_bag, tmp_path):
     bag = copy_topics(short_bag, tmp_path / 'gap', ['/joint_states', '/joint_command'], drop=hole)
     (kept,) = bag_reader.read(str(bag))  # the 0.2 s before the hole is under MIN_SEGMENT
     assert kept.t[0] >= hole[1] * 1e-9 - 1e-6
-    original = bag_reader.MIN_SEGMENT
-    try:
-        bag_reader.MIN_SEGMENT = 0.1
-        pieces = bag_reader.read(str(bag))
-    finally:
-        bag_reader.MIN_SEGMENT = original
+    monkeypatch.setattr(bag_reader, 'MIN_SEGMENT', 0.1)
+    pieces = bag_reader.read(str(bag))
     assert len(pieces) == 2
     assert pieces[0].t[-1] < hole[0] * 1e-9 and pieces[1].t[0] >= hole[1] * 1e-9 - 1e-6
     ctrl = bag_reader.hold_on_grid(pieces[1], pieces[1].t[:3])
@@ -193,19 +189,15 @@ def test_gaps_split_a_recording_into_segments(short_bag, tmp_path):
 
 
 def test_states_during_a_command_gap_are_dropped_and_every_segment_has_its_history(
-    short_bag, tmp_path
+    short_bag, tmp_path, monkeypatch
 ):
     (whole,) = bag_reader.read(short_bag)
+    monkeypatch.setattr(bag_reader, 'MIN_SEGMENT', 0.1)  # keep the short pieces too
     start = int(round(whole.t[0] * 1e9))
     hole = (start + int(0.5e9), start + int(0.8e9))  # 0.3 s without commands
     topics = ['/joint_states', '/joint_command']
     bag = copy_topics(short_bag, tmp_path / 'gap', topics, drop=hole, drop_topic='/joint_command')
-    original = bag_reader.MIN_SEGMENT
-    try:
-        bag_reader.MIN_SEGMENT = 0.1
-        pieces = bag_reader.read(str(bag))
-    finally:
-        bag_reader.MIN_SEGMENT = original
+    pieces = bag_reader.read(str(bag))
     assert len(pieces) == 2
     period = float(np.median(np.diff(whole.cmd_t)))
     for piece in pieces:
@@ -219,12 +211,9 @@ def test_states_during_a_command_gap_are_dropped_and_every_segment_has_its_histo
     kept = np.concatenate([piece.t for piece in pieces])
     assert not np.isin(whole.t[gap_states], kept).any()
     # after a state gap, the commands before it are the next piece's history
-    bag = copy_topics(short_bag, tmp_path / 'state_gap', topics, drop=hole)
-    try:
-        bag_reader.MIN_SEGMENT = 0.1
-        after = bag_reader.read(str(bag))[-1]
-    finally:
-        bag_reader.MIN_SEGMENT = original
+    after = bag_reader.read(
+        str(copy_topics(short_bag, tmp_path / 'state_gap', topics, drop=hole))
+    )[-1]
     assert (
         after.t[0] >= hole[1] * 1e-9 - 1e-6 and after.cmd_t[0] <= after.t[0] - bag_reader.HISTORY
     )

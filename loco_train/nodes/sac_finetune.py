@@ -42,6 +42,11 @@ LEARNER_PARAMETERS = (
 """FinetuneConfig fields exposed as parameters of the same name."""
 
 
+CANDIDATE_PREFIX = 'sac_finetune_v'
+"""Candidate files are CANDIDATE_PREFIX + the version in 5 digits + .onnx (.gated.onnx when the
+nominal gate refused them)."""
+
+
 class SacFinetune(Node):
     """Thin node: topics, timers and parameters around the ROS-free learner and store."""
 
@@ -359,7 +364,7 @@ class SacFinetune(Node):
 
     def _candidate_path(self, version):
         """Where an exported version's policy file is written in policy_dir."""
-        return os.path.join(self.policy_dir, f'sac_finetune_v{version:05d}.onnx')
+        return os.path.join(self.policy_dir, f'{CANDIDATE_PREFIX}{version:05d}.onnx')
 
     def _request_follow(self, version):
         """Ask the learner thread to reset its actor to `version` at its next step."""
@@ -501,7 +506,7 @@ class SacFinetune(Node):
 def highest_version(policy_dir):
     """The highest version of a candidate file in policy_dir (gated ones too); 0 if none."""
     found = [
-        re.fullmatch(r'sac_finetune_v(\d+)(\.gated)?\.onnx', name)
+        re.fullmatch(re.escape(CANDIDATE_PREFIX) + r'(\d+)(\.gated)?\.onnx', name)
         for name in os.listdir(policy_dir)
     ]
     return max((int(m.group(1)) for m in found if m), default=0)
