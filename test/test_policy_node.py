@@ -367,13 +367,15 @@ def test_unsafe_parameters_are_refused_at_start(request, parameters, named):
     assert named in result.stderr and 'Traceback' not in result.stderr, result.stderr
 
 
-@pytest.mark.parametrize('stop_signal', ['SIGINT', 'SIGTERM'])
-def test_a_stop_signal_while_walking_sends_damping_last(graph, stop_signal):
+@pytest.mark.parametrize(('stop_signal', 'batch'), [('SIGINT', 10), ('SIGTERM', 1)])
+def test_a_stop_signal_while_walking_sends_damping_last(graph, stop_signal, batch):
+    """With a batch of 1 every tick fills a batch: the stop still finds the last row to end."""
     import signal
 
     from loco_policy.control import joint_command
 
-    probe = walk(graph, make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01))
+    policy = make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01)
+    probe = walk(graph, policy, f'transition_batch:={batch}')
     probe.spin(0.5)
     node = graph.procs['policy_node']
     node.send_signal(getattr(signal, stop_signal))

@@ -428,20 +428,23 @@ class PolicyNode(Node):
             self.publish_status(force=True)
         if row is not None:
             self.batch.append(row)
-            if len(self.batch) >= self.batch_size:
-                self.publish_transitions()
+            if len(self.batch) > self.batch_size:  # the newest row waits: the stop may end with it
+                self.publish_transitions(self.batch_size)
 
-    def publish_transitions(self):
-        """Publish the batched transition rows on /replay/transitions (a bad batch is dropped)."""
+    def publish_transitions(self, count=None):
+        """Publish the oldest `count` batched rows (all if None) on /replay/transitions.
+
+        A batch that does not pack is dropped with a warning.
+        """
+        rows = self.batch if count is None else self.batch[:count]
+        self.batch = self.batch[len(rows):]
         try:
-            dims, data = transition.pack_rows(self.batch)
+            dims, data = transition.pack_rows(rows)
         except ValueError as error:
             self.get_logger().warning(f'transition batch dropped: {error}')
-            self.batch = []
             return
         self.replay_pub.publish(cdr.float32_multiarray_bytes(dims, data))
-        self.transitions_published += len(self.batch)
-        self.batch = []
+        self.transitions_published += len(rows)
 
     def publish_status(self, force=False):
         """Publish /policy/status when it changed (or when forced).
