@@ -437,7 +437,7 @@ class PolicyNode(Node):
         A batch that does not pack is dropped with a warning.
         """
         rows = self.batch if count is None else self.batch[:count]
-        self.batch = self.batch[len(rows):]
+        self.batch = self.batch[len(rows) :]
         try:
             dims, data = transition.pack_rows(rows)
         except ValueError as error:
