@@ -14,6 +14,7 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
+from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
@@ -44,6 +45,10 @@ EXECUTORS = ('events', 'single_threaded')
 """rclpy executors: the EventsExecutor (rclpy.experimental: callbacks dispatched from C++, about
 half the CPU per message of the default executor, which rebuilds its wait set in Python), or
 the SingleThreadedExecutor."""
+
+STOP_ACK_TIMEOUT = 0.5
+"""s: at a stop, how long the damping command and the last transitions may wait for every
+reliable reader's acknowledgement before the process ends."""
 
 FALLBACK_SLACK = 0.001
 """s: the fallback timer, restarted at each tick, may fire this early against time.monotonic."""
@@ -550,6 +555,15 @@ class PolicyNode(Node):
                 self.publish_transitions()
         except Exception as error:
             self.get_logger().error(f'stopping: last transitions not published: {error!r}')
+        # the process ends next: the samples must have left it, not sit in the writer's queue
+        for publisher, topic in ((self.command_pub, 'damping'), (self.replay_pub, 'transitions')):
+            try:
+                if not publisher.wait_for_all_acked(Duration(seconds=STOP_ACK_TIMEOUT)):
+                    self.get_logger().warning(
+                        f'stopping: {topic} not acknowledged by every reader'
+                    )
+            except Exception as error:
+                self.get_logger().error(f'stopping: {topic} acknowledgement: {error!r}')
         self.write_stats()
 
     def write_stats(self):
