@@ -26,6 +26,8 @@ def test_joint_state_equals_rclpy(seed):
     msg.velocity = rng.normal(size=int(rng.integers(0, 2)) * n).tolist()  # may be empty
     msg.effort = rng.normal(size=n).tolist()
     names, q, qd, tau = cdr.joint_state(serialize_message(msg))
+    stamp = msg.header.stamp
+    assert cdr.stamp(serialize_message(msg)) == stamp.sec + stamp.nanosec * 1e-9
     assert names == list(msg.name)
     assert q.tolist() == list(msg.position) and qd.tolist() == list(msg.velocity)
     assert tau.tolist() == list(msg.effort)
@@ -56,6 +58,10 @@ def test_imu_and_odometry_equal_rclpy(seed):
     odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.linear.z = v.tolist()
     odom.twist.twist.angular.z = 7.0
     assert cdr.odometry_linear_velocity(serialize_message(odom)).tolist() == v.tolist()
+    for m in (imu, odom):
+        assert (
+            cdr.stamp(serialize_message(m)) == m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
+        )
 
 
 def test_truncated_and_foreign_bytes_are_refused_clearly():

@@ -19,14 +19,16 @@ class Loop:
         self.ctrl = Controller(ControllerConfig(**config), policy)
         self.sim = MujocoBackend()
         self.t, self.commands, self.rows = 0.0, [], []
+        self.stamp = lambda t: 1000.0 + t  # header stamp (s) of the inputs sent at t
         self.substeps = int(round(DT / self.sim.dt))
 
     def feed(self):
         s = self.sim.state()
         w, x, y, z = s.base_quat
-        self.ctrl.on_joint_state(spec.JOINT_NAMES, s.q, s.qd, s.tau, self.t)
-        self.ctrl.on_imu((x, y, z, w), s.base_ang_vel, self.t)
-        self.ctrl.on_odom(s.base_lin_vel, self.t)
+        stamp = self.stamp(self.t)
+        self.ctrl.on_joint_state(spec.JOINT_NAMES, s.q, s.qd, s.tau, self.t, stamp)
+        self.ctrl.on_imu((x, y, z, w), s.base_ang_vel, self.t, stamp)
+        self.ctrl.on_odom(s.base_lin_vel, self.t, stamp)
 
     def run(self, seconds, feed=True):
         for _ in range(int(round(seconds / DT))):
@@ -125,6 +127,31 @@ def test_stale_inputs_trip_damp_within_three_periods_and_reset_needs_fresh_input
     loop.run(0.1)
     assert loop.ctrl.fsm.mode is Mode.DAMP  # latched
     assert loop.ctrl.request('reset', loop.t)[0] and loop.ctrl.fsm.mode is Mode.PASSIVE
+
+
+def test_inputs_on_time_whose_stamps_do_not_advance_are_stale():
+    """A hung driver whose last sample is re-sent arrives on time but is not fresh: DAMP."""
+    loop = Loop()
+    loop.run(0.2)
+    loop.ctrl.request('start', loop.t)
+    loop.run(0.2)
+    assert loop.ctrl.fsm.mode is Mode.STAND
+    loop.stamp = lambda t: 1000.4  # frozen on the last sample's stamp, still arriving each tick
+    loop.run(0.2)
+    assert loop.ctrl.fsm.mode is Mode.DAMP and 'watchdog' in loop.ctrl.fsm.fault
+    assert 'not newer than the last' in loop.ctrl.last_rejection
+
+
+def test_a_backwards_clock_step_costs_one_message_and_unstamped_inputs_are_watched_by_arrival():
+    loop = Loop()
+    loop.run(0.2)
+    loop.ctrl.request('start', loop.t)
+    loop.stamp = lambda t: t - 500.0  # the robot's clock stepped back 1,500 s
+    loop.run(0.2)
+    assert loop.ctrl.rejections == 3  # one message of each input
+    loop.stamp = lambda t: 0.0  # unstamped
+    loop.run(0.2)
+    assert loop.ctrl.fsm.mode is Mode.STAND and loop.ctrl.rejections == 3
 
 
 def test_non_finite_policy_output_trips_damp(tmp_path):

@@ -67,6 +67,7 @@ class FakeRobot:
         self.pubs = [node.create_publisher(t, n, 10) for t, n in topics]
         self.names, self.q = list(spec.JOINT_NAMES), list(spec.DEFAULT_JOINT_POS)
         self.qd, self.lin_vel = [0.0] * 12, 0.0
+        self.clock = None  # None: unstamped messages; else a callable giving the stamp (s)
         node.create_timer(0.01, self.publish)
 
     def publish(self):
@@ -76,6 +77,10 @@ class FakeRobot:
         odom = self.Odometry()
         odom.twist.twist.linear.x = self.lin_vel
         for pub, msg in zip(self.pubs, (js, imu, odom)):
+            if self.clock is not None:
+                stamp = self.clock()
+                msg.header.stamp.sec = int(stamp)
+                msg.header.stamp.nanosec = int(round((stamp - int(stamp)) * 1e9)) % 10**9
             pub.publish(msg)
 
     def good(self):
@@ -300,6 +305,26 @@ def test_bad_inputs_are_rejected_clearly_and_never_yield_non_finite_commands(gra
     assert len(probe.commands) > 20
     log = graph.log('policy_node')
     assert "unknown ['RH_KNEE']" in log and 'non-finite position' in log
+
+
+def test_inputs_whose_stamps_stop_advancing_trip_the_watchdog(graph):
+    """A hung driver whose last sample keeps being re-sent: on time, but not fresh."""
+    robot = FakeRobot(graph.probe)
+    robot.clock = time.time
+    graph.start('policy_node', "policy:=''", TOLERANT)
+    probe = graph.probe
+    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
+    assert probe.call('/policy_node/start')[0]
+    assert wait_mode(probe, 'STAND'), probe.status
+    frozen = time.time()
+    robot.clock = lambda: frozen
+    assert wait_mode(probe, 'DAMP', 5.0), probe.status
+    assert 'watchdog: stale /joint_states' in probe.status['fault'], probe.status
+    assert 'is not newer than the last' in probe.status['last_rejection'], probe.status
+    robot.clock = time.time
+    probe.spin(0.5)
+    assert probe.call('/policy_node/reset') == (True, 'PASSIVE: fault cleared')
+    assert all_finite(probe.commands)
 
 
 @pytest.mark.parametrize('kind', ['corrupt', 'joint_order', 'obs_size', 'untrained', 'none'])

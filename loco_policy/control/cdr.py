@@ -76,6 +76,14 @@ class _Reader:
         return self.doubles(self.uint32())
 
 
+def stamp(data):
+    """The std_msgs/Header stamp that leads data (s; 0.0 for an unstamped message)."""
+    r = _Reader(data)
+    sec = struct.unpack_from(r.order + 'i', r.data, r._take(4, 4))[0]
+    nanosec = r.uint32()
+    return sec + nanosec * 1e-9
+
+
 _NAMES = {}
 """Name-section bytes -> names of recent /joint_states (a robot sends the same list each time)."""
 

@@ -130,8 +130,11 @@ class Controller:
             self._on_fault()
         return str(error)
 
-    def on_joint_state(self, names, position, velocity, effort, now):
-        """Take a /joint_states message; return the rejection message or ''."""
+    def on_joint_state(self, names, position, velocity, effort, now, stamp=0.0):
+        """Take a /joint_states message (stamp: its header's, s); return the rejection or ''."""
+        stale = self.watchdog.stamp_error('/joint_states', stamp)
+        if stale:
+            return self._reject(robot_io.InputError(stale), now)
         try:
             q, qd, tau = self.matcher.match(names, position, velocity, effort)
             robot_io.check_joints(q, qd, tau, self.config.limits)
@@ -141,8 +144,11 @@ class Controller:
         self.watchdog.feed('/joint_states', now)
         return ''
 
-    def on_imu(self, quat_xyzw, ang_vel, now):
-        """Take an /imu message; return the rejection message or ''."""
+    def on_imu(self, quat_xyzw, ang_vel, now, stamp=0.0):
+        """Take an /imu message (stamp: its header's, s); return the rejection message or ''."""
+        stale = self.watchdog.stamp_error('/imu', stamp)
+        if stale:
+            return self._reject(robot_io.InputError(stale), now)
         try:
             self.quat, self.ang_vel = robot_io.check_imu(quat_xyzw, ang_vel, self.config.limits)
         except robot_io.InputError as error:
@@ -150,8 +156,11 @@ class Controller:
         self.watchdog.feed('/imu', now)
         return ''
 
-    def on_odom(self, lin_vel, now):
-        """Take an /odom message (body-frame twist); return the rejection message or ''."""
+    def on_odom(self, lin_vel, now, stamp=0.0):
+        """Take an /odom message (body-frame twist; stamp: its header's, s); rejection or ''."""
+        stale = self.watchdog.stamp_error('/odom', stamp)
+        if stale:
+            return self._reject(robot_io.InputError(stale), now)
         try:
             self.lin_vel = robot_io.check_odom(lin_vel, self.config.limits)
         except robot_io.InputError as error:

@@ -125,9 +125,29 @@ class Watchdog:
     last: dict = field(default_factory=dict)
     """Monotonic receive time (s) of each input's last valid message."""
 
+    stamps: dict = field(default_factory=dict)
+    """Header stamp (s) of each input's last message, valid or not."""
+
     def feed(self, name, now):
         """Record a valid message of one input at monotonic time now (s)."""
         self.last[name] = now
+
+    def stamp_error(self, name, stamp):
+        """'' when a message's header stamp (s; 0 unstamped) is newer than the input's last one.
+
+        A driver that hangs while something re-sends its last sample, or a recording played
+        into the robot, arrives on time with a stamp that does not advance: such a message is
+        not fresh, so it must not feed the watchdog. The stamp is not compared with this
+        computer's clock (the robot's may be another's); a backwards clock step costs one
+        message. An unstamped message is watched by its arrival alone.
+        """
+        last, self.stamps[name] = self.stamps.get(name), stamp
+        if stamp == 0.0 or last is None or last == 0.0 or stamp > last:
+            return ''
+        return (
+            f'{name} rejected: header stamp {stamp:.6f} s is not newer than the last '
+            f'({last:.6f} s)'
+        )
 
     def ages(self, now):
         """Age (s) of each input, inf when never received."""

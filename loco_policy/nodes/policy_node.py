@@ -294,17 +294,20 @@ class PolicyNode(Node):
         The robot's inputs come at 200 Hz or more and the loop uses only the newest of each, so
         they are kept serialized and read here (control/cdr.py: only the fields used, no message
         objects): a rejected input is reported as on arrival and leaves the watchdog fed with its
-        last valid arrival time.
+        last valid arrival time. A message whose header stamp does not advance is rejected so
+        (control/safety.Watchdog.stamp_error).
         """
         pending, self.pending = self.pending, {}
         for name, (raw, arrived) in pending.items():
             try:
+                stamp = cdr.stamp(raw)
                 if name == 'joint_states':
-                    error = self.controller.on_joint_state(*cdr.joint_state(raw), arrived)
+                    error = self.controller.on_joint_state(*cdr.joint_state(raw), arrived, stamp)
                 elif name == 'imu':
-                    error = self.controller.on_imu(*cdr.imu(raw), arrived)
+                    error = self.controller.on_imu(*cdr.imu(raw), arrived, stamp)
                 else:
-                    error = self.controller.on_odom(cdr.odometry_linear_velocity(raw), arrived)
+                    lin_vel = cdr.odometry_linear_velocity(raw)
+                    error = self.controller.on_odom(lin_vel, arrived, stamp)
             except cdr.CdrError as bad:
                 error = f'/{name} rejected: malformed message ({bad})'
             self._log_rejection(error)
