@@ -7,8 +7,9 @@ accepted only when, in this order: a key is configured; the message is well form
 bytes match both the signature and the sha256; the file loads as a policy whose contract matches
 the robot and equals the running policy's (joints, gains, dt, observation layout, action bounds,
 command ranges); its actions are finite on recent real observations; its inference time is within
-budget; and its actions deviate from the running policy's on those observations by less than
-the limits. The node validates off the control thread and swaps at a tick boundary; the
+budget; its actions deviate from the running policy's on those observations by less than
+the limits; and the same file has not run in this process before (the signature covers the
+bytes only, so a replayed announcement could otherwise bring back a rolled-back policy). The node validates off the control thread and swaps at a tick boundary; the
 SwapMonitor decides when to roll back to the previous policy.
 """
 
@@ -366,6 +367,9 @@ class PolicySwitch:
         self.recent = collections.deque(maxlen=max(1, int(observations)))  # policy inputs
         self.active_sha = active.contract.file_sha256 if active else None
         self.previous = None  # (policy, version, sha256) or None
+        # sha256 -> version of every file that ran in this process: an update may not bring one
+        # back (a replayed announcement of a rolled-back or superseded policy); ~/rollback may.
+        self.ran = {self.active_sha: None} if active else {}
         self.counts = {'accepted': 0, 'rejected': 0, 'rollbacks': 0}
         self.last_rejection = None  # {version, reason}
         self.generation = 0  # counts every acceptance, rejection and rollback (status changes)
@@ -413,6 +417,10 @@ class PolicySwitch:
             except Exception as error:  # a validator bug must not take the node down
                 self._reject(version, f'validation failed: {error!r}')
                 continue
+            ran = self.ran_before(staged[0])
+            if ran:
+                self._reject(version, ran)
+                continue
             with self._lock:
                 self.timing['validation_ms'] = round(1e3 * (time.monotonic() - started), 2)
                 superseded, self._staged = self._staged, (*staged, received, reference)
@@ -421,6 +429,19 @@ class PolicySwitch:
                     superseded[0].version,
                     f'superseded by version {staged[0].version} before it became active',
                 )
+
+    def ran_before(self, update):
+        """The rejection reason if the update's file already ran in this process, else ''."""
+        sha = update.sha256.lower()
+        with self._lock:
+            if sha not in self.ran:
+                return ''
+            version = self.ran[sha]
+        named = 'the start policy' if version is None else f'version {version}'
+        return (
+            f'file sha256 {sha[:16]}... already ran as {named}: a policy that was replaced '
+            'comes back only through ~/rollback'
+        )
 
     def close(self):
         """Stop the worker thread."""
@@ -451,6 +472,12 @@ class PolicySwitch:
             self._reject(staged[0].version, why)
             events.append(('warning', f'policy update {staged[0].version} {why}'))
             staged = None
+        if staged is not None and not rollback:
+            why = self.ran_before(staged[0])  # another update ran the same file meanwhile
+            if why:
+                self._reject(staged[0].version, why)
+                events.append(('warning', f'policy update {staged[0].version} refused: {why}'))
+                staged = None
         if rollback and self.previous is not None:
             events.append(self._roll_back(controller, rollback))
         elif staged is not None:
@@ -461,6 +488,7 @@ class PolicySwitch:
             self.active_sha, self._active = update.sha256, candidate
             self.monitor.swapped(now)
             with self._lock:
+                self.ran[update.sha256.lower()] = update.version
                 self.counts['accepted'] += 1
                 self.generation += 1
             events.append(
