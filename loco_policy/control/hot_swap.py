@@ -7,10 +7,11 @@ accepted only when, in this order: a key is configured; the message is well form
 bytes match both the signature and the sha256; the file loads as a policy whose contract matches
 the robot and equals the running policy's (joints, gains, dt, observation layout, action bounds,
 command ranges); its actions are finite on recent real observations; its inference time is within
-budget; its actions deviate from the running policy's on those observations by less than
-the limits; and the same file has not run in this process before (the signature covers the
-bytes only, so a replayed announcement could otherwise bring back a rolled-back policy). The node validates off the control thread and swaps at a tick boundary; the
-SwapMonitor decides when to roll back to the previous policy.
+budget; its actions deviate from the running policy's on those observations by less than the
+limits; and the same file has not run in this process before (the signature covers the bytes
+only, so a replayed announcement could otherwise bring back a rolled-back policy). The node
+validates off the control thread and swaps at a tick boundary; the SwapMonitor decides when to
+roll back to the previous policy.
 """
 
 import collections
