@@ -272,6 +272,32 @@ def test_the_applied_commands_are_read_before_the_senders(short_bag, tmp_path):
     assert not np.array_equal(late.cmd_t, plain.cmd_t)  # the 3 ms are seen without the topic
 
 
+def shift_stamp(msg, seconds):
+    """msg with its header stamp moved by seconds."""
+    ns = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec + round(seconds * 1e9)
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 10**9)
+    return msg
+
+
+def test_commands_stamped_on_a_clock_off_the_states_are_refused(short_bag, tmp_path, capsys):
+    """The sender's clock 20 ms behind the robot's: the delay fit would absorb the 20 ms."""
+    topics = ['/joint_states', '/joint_command']
+    behind = copy_topics(
+        short_bag, tmp_path / 'behind', topics,
+        edit=lambda topic, i, msg: shift_stamp(msg, -0.02) if topic == topics[1] else msg,
+    )  # fmt: skip
+    messages, received = bag_reader._messages(str(behind))
+    assert bag_reader.clock_offset(messages, received) == pytest.approx(-0.02, abs=1e-6)
+    err = fit_fails([behind], tmp_path, capsys)
+    assert '/joint_command is stamped on a clock -20.0 ms off the /joint_states clock' in err
+    assert 'chrony' in err and '/joint_command/applied' in err
+    both = copy_topics(  # the same states, and the commands' own stamps
+        short_bag, tmp_path / 'both', topics,
+        edit=lambda topic, i, msg: shift_stamp(msg, 0.004) if topic == topics[1] else msg,
+    )  # fmt: skip
+    assert len(bag_reader.read(str(both))) == 1  # 4 ms: within the tolerance
+
+
 def test_the_fit_imports_neither_torch_nor_warp():
     import subprocess
     import sys

@@ -11,7 +11,9 @@ than GAP_FACTOR median periods and MIN_GAP) or the commanded gains change. State
 the commands paused (later than one command period after the last one) are dropped, and each
 segment starts HISTORY after its commands begin, so that the delayed command the drive acted on
 is always one the recording holds. The fit puts the commands on the physics grid by zero-order
-hold (``hold_on_grid``). Non-finite or missing state values are refused, naming the message.
+hold (``hold_on_grid``). Non-finite or missing state values are refused, naming the message, and
+so is a sender's /joint_command stamped on a clock the recorder's receive times show to be off
+the states' clock.
 """
 
 from dataclasses import dataclass
@@ -40,6 +42,10 @@ the last command through them, as the zero-order hold does)."""
 STAMP_TOLERANCE = 1e-6
 """A command stamped up to this long (s) after a physics step's start is in force for it (stamps
 are whole nanoseconds: equal times on two clocks may round apart)."""
+
+CLOCK_TOLERANCE = 0.005
+"""Largest offset (s) between the clocks that stamp /joint_command and /joint_states, as the
+recorder's receive times show it; beyond it the fit's delay would absorb the offset."""
 
 MIN_SEGMENT = 1.0
 """Shortest segment (s) kept; shorter pieces between gaps are dropped."""
@@ -133,20 +139,25 @@ def sha256(path):
 
 
 def _messages(path):
-    """{topic: [message]} of the state and command topics of the recording, in file order."""
+    """The state and command messages of the recording and when the recorder received them.
+
+    ({topic: [message]} in file order, {topic: (n,) recording times (s)}).
+    """
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import get_typestore
 
     from loco_policy.tools.bag_writer import TYPESTORE
 
     out = {STATE_TOPIC: [], COMMAND_TOPIC: [], APPLIED_TOPIC: []}
+    received = {topic: [] for topic in out}
     typestore = get_typestore(TYPESTORE)
     for part in bag_paths(path):
         try:
             with AnyReader([_as_path(part)], default_typestore=typestore) as reader:
                 connections = [c for c in reader.connections if c.topic in out]
-                for connection, _, raw in reader.messages(connections=connections):
+                for connection, log_time, raw in reader.messages(connections=connections):
                     out[connection.topic].append(reader.deserialize(raw, connection.msgtype))
+                    received[connection.topic].append(log_time * 1e-9)
         except BagError:
             raise
         except Exception as error:  # rosbags' reader errors: a truncated or foreign file
@@ -154,7 +165,7 @@ def _messages(path):
                 f'{part}: cannot read the bag ({type(error).__name__}: {error}); a recording '
                 'cut short by a kill or a full disk is repaired by `loco-bag-recover DIR`'
             ) from None
-    return out
+    return out, {topic: np.array(times) for topic, times in received.items()}
 
 
 def _as_path(part):
@@ -234,6 +245,32 @@ def _commands(path, messages, topic=COMMAND_TOPIC):
     return t[order], np.array(fields)[order]
 
 
+def clock_offset(messages, received):
+    """Estimated offset (s) of the command sender's clock from the states' clock.
+
+    Per topic, the median of recording time minus header stamp is transport latency plus the
+    offset of that topic's clock from the recorder's; their difference is the offset between
+    the two stamping clocks, up to the difference of the two topics' latencies.
+    """
+    lag = {}
+    for topic in (STATE_TOPIC, COMMAND_TOPIC):
+        stamps = np.array([_stamp(m) for m in messages[topic]])
+        lag[topic] = float(np.median(received[topic] - stamps))
+    return lag[STATE_TOPIC] - lag[COMMAND_TOPIC]
+
+
+def _check_clocks(path, messages, received):
+    """BagError when the commands are stamped on a clock over CLOCK_TOLERANCE off the states'."""
+    offset = clock_offset(messages, received)
+    if abs(offset) > CLOCK_TOLERANCE:
+        raise BagError(
+            f'{path}: {COMMAND_TOPIC} is stamped on a clock {offset * 1e3:+.1f} ms off the '
+            f'{STATE_TOPIC} clock (median recording time minus stamp, per topic; tolerance '
+            f'{CLOCK_TOLERANCE * 1e3:.0f} ms): the fitted command delay would be off by as much. '
+            f'Synchronise the clocks (PTP, chrony) or record {APPLIED_TOPIC}'
+        )
+
+
 def _breaks(t):
     """Indices i where t[i] - t[i-1] is a gap (> GAP_FACTOR median periods and > MIN_GAP)."""
     dt = np.diff(t)
@@ -244,7 +281,7 @@ def _breaks(t):
 
 def read(path):
     """The gap-free, constant-gain Segments of the recording at path; BagError when unusable."""
-    messages = _messages(path)
+    messages, received = _messages(path)
     t, q, qd, tau = _states(path, messages[STATE_TOPIC])
     order = np.argsort(t, kind='stable')
     t, q, qd, tau = t[order], q[order], qd[order], tau[order]
@@ -252,6 +289,8 @@ def read(path):
     t, q, qd, tau = t[first], q[first], qd[first], tau[first]
     topic = APPLIED_TOPIC if messages[APPLIED_TOPIC] else COMMAND_TOPIC
     cmd_t, fields = _commands(path, messages[topic], topic)
+    if topic == COMMAND_TOPIC:
+        _check_clocks(path, messages, received)
     period = float(np.median(np.diff(cmd_t))) if len(cmd_t) > 1 else 0.0  # s, of the commands
     # cut points (s): state gaps, command gaps (both ends), gain changes
     cuts = [t[i] for i in _breaks(t)]
