@@ -1,5 +1,6 @@
 """policy_node over real DDS: against sim_robot, with bad inputs, with bad policy files."""
 
+import json
 import os
 import subprocess
 import sys
@@ -325,6 +326,49 @@ def test_inputs_whose_stamps_stop_advancing_trip_the_watchdog(graph):
     probe.spin(0.5)
     assert probe.call('/policy_node/reset') == (True, 'PASSIVE: fault cleared')
     assert all_finite(probe.commands)
+
+
+def test_a_stall_of_policy_node_itself_is_no_stale_input_but_one_of_the_robot_is(graph):
+    """SIGSTOP policy_node for 120 ms while it walks: the robot's inputs kept coming and wait in
+    its queue, so the watchdog (60 ms) must not damp; the same stall of sim_robot must."""
+    import signal
+
+    stats = graph.tmp / 'stats.json'
+    graph.start('sim_robot')
+    policy = make_policy_file(graph.tmp / 'policy.onnx', weight_scale=0.01)
+    graph.start(
+        'policy_node', f'policy:={policy}', 'allow_untrained:=true', 'stand_duration:=0.5',
+        f'stats_file:={stats}',
+    )  # fmt: skip
+    probe = graph.probe
+    assert probe.spin_until(probe.inputs_fresh, 20.0), graph.log('policy_node')
+    walking = False
+    for _ in range(3):  # a loaded machine may stall sim_robot at start: a real trip, not this one
+        probe.call('/policy_node/start')
+        probe.spin_until(lambda: probe.status.get('stand_progress') == 1.0, 3.0)
+        probe.call('/policy_node/start')
+        walking = wait_mode(probe, 'WALK', 2.0)
+        probe.spin(0.3)
+        if walking and probe.status['mode'] == 'WALK':
+            break
+        probe.call('/policy_node/reset')
+        probe.spin(0.2)
+    assert walking and probe.status['mode'] == 'WALK', (probe.status, graph.log('policy_node'))
+    node, robot = graph.procs['policy_node'], graph.procs['sim_robot']
+    for _ in range(10):
+        node.send_signal(signal.SIGSTOP)
+        time.sleep(0.12)
+        node.send_signal(signal.SIGCONT)
+        probe.spin(0.3)
+        assert probe.status['mode'] == 'WALK', (probe.status, graph.log('policy_node'))
+    robot.send_signal(signal.SIGSTOP)
+    time.sleep(0.12)
+    robot.send_signal(signal.SIGCONT)
+    assert wait_mode(probe, 'DAMP', 2.0), probe.status
+    assert 'watchdog: stale /joint_states' in probe.status['fault'], probe.status
+    stop_process(node)
+    summary = json.loads(stats.read_text())
+    assert summary['stalls'] >= 10 and summary['longest_stall_ms'] >= 50.0, summary
 
 
 @pytest.mark.parametrize('kind', ['corrupt', 'joint_order', 'obs_size', 'untrained', 'none'])

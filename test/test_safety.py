@@ -1,3 +1,5 @@
+import pytest
+
 from loco_policy.control.safety import Mode, SafetyStateMachine, Watchdog
 
 
@@ -55,3 +57,14 @@ def test_watchdog_arms_after_every_input_and_names_the_stale_one():
     reason = dog.fault(0.08)
     assert '/imu 80 ms' in reason and '/odom' not in reason and 'limit 60 ms' in reason
     assert dog.stale(0.08) == ['/imu']
+
+
+def test_the_nodes_own_stall_is_not_counted_in_input_ages_but_silence_while_awake_is():
+    dog = Watchdog(limit=0.06)
+    for name in dog.names:
+        dog.feed(name, 1.0)
+    dog.absent(0.1)  # the node could not run from 1.0 to 1.1 s: nothing could be heard then
+    assert dog.fault(1.15) == ''
+    dog.feed('/imu', 1.0)  # a message that waited out the stall does not move the age back
+    assert dog.ages(1.15)['/imu'] == pytest.approx(0.05)
+    assert '/joint_states 70 ms' in dog.fault(1.17)  # silent while the node ran: stale

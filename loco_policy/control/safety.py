@@ -129,8 +129,23 @@ class Watchdog:
     """Header stamp (s) of each input's last message, valid or not."""
 
     def feed(self, name, now):
-        """Record a valid message of one input at monotonic time now (s)."""
-        self.last[name] = now
+        """Record a valid message of one input that arrived at monotonic time now (s).
+
+        Never moves the input's time back: a message read at a tick may have arrived before
+        a stall whose length absent() has already taken out of the input's age.
+        """
+        self.last[name] = max(now, self.last.get(name, now))
+
+    def absent(self, seconds):
+        """The node itself could not run for `seconds` (s): not counted in any input's age.
+
+        The watchdog asks whether the robot stopped sending while the node was there to hear it.
+        After the node's own stall the inputs that came meanwhile are still waiting in its queue,
+        and a tick that runs before their callbacks would read them as stale: a walking robot
+        damped because its controller was descheduled, not because a sensor went quiet.
+        """
+        for name in self.last:
+            self.last[name] += seconds
 
     def stamp_error(self, name, stamp):
         """'' when a message's header stamp (s; 0 unstamped) is newer than the input's last one.

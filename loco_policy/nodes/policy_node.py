@@ -53,6 +53,9 @@ reliable reader's acknowledgement before the process ends."""
 FALLBACK_SLACK = 0.001
 """s: the fallback timer, restarted at each tick, may fire this early against time.monotonic."""
 
+STALL_SLACK = 0.005
+"""s: lateness of a timer callback that is scheduling jitter, not a stall of the node."""
+
 SHIPPED_POLICY = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'policies', 'anymal_c_walk.onnx'
 )
@@ -238,17 +241,39 @@ class PolicyNode(Node):
             self.fallback_timer = self.create_timer(
                 self.schedule.fallback, self.on_fallback_check, clock=steady_clock()
             )
+            idle = self.schedule.fallback + FALLBACK_SLACK
         else:
             self.tick_timer = self.create_timer(
-                spec.CONTROL_DT, self.on_tick, clock=steady_clock()
+                spec.CONTROL_DT, self.on_timer_tick, clock=steady_clock()
             )
+            idle = spec.CONTROL_DT
+        # s: the longest the node is left without a callback while it runs (its timer's period);
+        # a longer silence is the node's own stall (see _awake)
+        self.idle_allowance = idle + STALL_SLACK
+        self.awake_at = None  # monotonic s of the last input or tick callback
+        self.stalls, self.longest_stall = 0, 0.0  # stalls of the node itself; s
         self.create_timer(diagnostics_period, self.publish_diagnostics)
 
     # ---- callbacks (short: validation and logic live in the controller) -----------------
 
+    def _awake(self, now):
+        """Note a callback at monotonic now; a silence past idle_allowance was the node's stall.
+
+        The time the node could not run is taken out of the inputs' ages
+        (control/safety.Watchdog.absent): what arrived meanwhile waits in the queue.
+        """
+        if self.awake_at is not None:
+            absent = now - self.awake_at - self.idle_allowance
+            if absent > 0.0:
+                self.controller.watchdog.absent(absent)
+                self.stalls += 1
+                self.longest_stall = max(self.longest_stall, absent)
+        self.awake_at = now
+
     def on_joint_states(self, raw):
         """Keep a /joint_states message (serialized) and tick when it completes a period."""
         now = time.monotonic()
+        self._awake(now)
         self.pending['joint_states'] = (raw, now)
         self.state_received = time.perf_counter()
         if self.tick_on_state and self.schedule.on_state(now):
@@ -259,12 +284,14 @@ class PolicyNode(Node):
     def on_imu(self, raw):
         """Keep an /imu message (serialized) for the next tick."""
         now = time.monotonic()
+        self._awake(now)
         self.pending['imu'] = (raw, now)
         self._arrived('imu', now)
 
     def on_odom(self, raw):
         """Keep an /odom message (serialized, twist in the base frame) for the next tick."""
         now = time.monotonic()
+        self._awake(now)
         self.pending['odom'] = (raw, now)
         self._arrived('odom', now)
 
@@ -285,8 +312,15 @@ class PolicyNode(Node):
 
     def on_fallback_check(self):
         """Tick when /joint_states stopped arriving, so the watchdog sees them go stale."""
-        if self.schedule.on_check(time.monotonic() + FALLBACK_SLACK):
+        now = time.monotonic()
+        self._awake(now)
+        if self.schedule.on_check(now + FALLBACK_SLACK):
             self.on_tick()
+
+    def on_timer_tick(self):
+        """A tick of the free 50 Hz timer (tick_source timer)."""
+        self._awake(time.monotonic())
+        self.on_tick()
 
     def _ingest(self):
         """Deserialize and validate the newest message of each input (at a tick, not per message).
@@ -494,6 +528,8 @@ class PolicyNode(Node):
         figures = self.stats.summary(recent=True)
         figures['transitions_published'] = self.transitions_published
         figures['warm_ups'] = self.warm_ups
+        figures['stalls'] = self.stalls
+        figures['longest_stall_ms'] = round(self.longest_stall * 1e3, 1)
         level = DiagnosticStatus.ERROR if status['mode'] == 'DAMP' else DiagnosticStatus.OK
         values = [
             KeyValue(key=k, value=f'{v:.4g}' if isinstance(v, float) else str(v))
@@ -519,6 +555,8 @@ class PolicyNode(Node):
         summary = self.stats.summary(recent=False)
         summary['transitions_published'] = self.transitions_published
         summary['warm_ups'] = self.warm_ups
+        summary['stalls'] = self.stalls
+        summary['longest_stall_ms'] = round(self.longest_stall * 1e3, 1)
         summary['mode'] = self.controller.fsm.mode.value
         summary['mode_history'] = [
             {'t': h.time, 'from': h.source.value, 'to': h.target.value, 'reason': h.reason}
