@@ -211,3 +211,40 @@ def test_sigint_inside_a_flush_leaves_every_split_closed(request, tmp_path):
     finally:
         stop_process(sim)
         probe.close()
+
+
+def test_dropped_messages_are_marked_in_the_bag(request, tmp_path):
+    """A disk that cannot keep up (here: no message may wait, max_queued 0) loses messages; the
+    bag says which and when on /recorder/dropped, not only the log."""
+    from loco_policy.tools.drop_log import DROP_TOPIC, read_marker
+
+    env = ros_env(request.node.name)
+    probe = Probe(request.node.name)
+    sim = start_node('sim_robot', ['-p', 'publish_rate:=100.0'], env, tmp_path / 'sim.log')
+    bag, log = tmp_path / 'bag', tmp_path / 'recorder.log'
+    args = ['-p', f'output:={bag}', '-p', 'topics:=[/joint_states]', '-p', 'max_queued:=0']
+    recorder = start_node('recorder', args, env, log)
+    try:
+        deadline = time.monotonic() + 30.0
+        while 'dropped' not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)
+    finally:
+        assert stop_process(recorder) == 0, log.read_text()
+        stop_process(sim)
+        probe.close()
+    typestore = get_typestore(TYPESTORE)
+    markers = []
+    for split in list_splits(str(bag)):
+        with Reader(split) as reader:
+            assert DROP_TOPIC in {c.topic for c in reader.connections}
+            for connection, stamp, raw in reader.messages():
+                assert connection.topic == DROP_TOPIC, connection.topic  # nothing else got in
+                markers.append(
+                    (stamp, read_marker(typestore.deserialize_cdr(raw, connection.msgtype).data))
+                )
+    assert len(markers) == 1, markers  # the run of drops the stop ended
+    stamp, marker = markers[0]
+    dropped = marker['messages']['/joint_states']
+    assert dropped >= 50 and marker['from_ns'] < marker['to_ns'] == stamp, marker
+    assert f'{dropped} dropped (disk behind)' in log.read_text(), log.read_text()

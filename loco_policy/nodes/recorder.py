@@ -27,6 +27,7 @@ from rclpy.serialization import deserialize_message
 from loco_policy.description import load_urdf
 from loco_policy.nodes import any_type, run_node
 from loco_policy.tools.bag_tf import BagTf, derived_topics, SOURCES
+from loco_policy.tools.drop_log import DROP_TOPIC, DROP_TYPE, DropLog
 
 DEFAULT_TYPES = {
     '/joint_states': 'sensor_msgs/msg/JointState',
@@ -57,8 +58,9 @@ Where tf2_msgs is not importable, /tf and /tf_static are computed (loco_policy.t
 
 MAX_QUEUED = 20_000
 """Messages waiting for the writer thread beyond which new ones (latched topics aside) are
-dropped and counted: a disk that stalls costs recent messages, not the recorder's memory (about
-half a minute of the default topics)."""
+dropped, counted and marked in the bag on /recorder/dropped (tools/drop_log.py): a disk that
+stalls costs recent messages, not the recorder's memory (about half a minute of the default
+topics). The `max_queued` parameter's default."""
 
 
 def message_class(msgtype):
@@ -94,6 +96,8 @@ class Recorder(Node):
         self.declare_parameter('split_duration', 60.0)  # s per split (<= 0: unlimited)
         # s between flushes to disk, the most a crash loses (<= 0: only when a split closes)
         self.declare_parameter('flush_period', 1.0, any_type())
+        # messages waiting for the disk beyond which new ones are dropped (and marked)
+        self.declare_parameter('max_queued', MAX_QUEUED)
         get = lambda name: self.get_parameter(name).value  # noqa: E731
         output = get('output') or os.path.join('bags', time.strftime('anymal_%Y%m%d_%H%M%S'))
         if os.path.isdir(output):
@@ -108,7 +112,8 @@ class Recorder(Node):
         # (topic, stamp ns, CDR bytes), None to close; put() is safe at any interruption point
         self.queue = queue.SimpleQueue()
         self.error = None  # the writer thread's exception, re-raised by close()
-        self.dropped = 0  # messages dropped because MAX_QUEUED waited for the disk
+        self.drops = DropLog()  # messages dropped because max_queued waited for the disk
+        self.max_queued = max(0, int(get('max_queued')))
         # a quarter period: with no message arriving, data waits at most 1.25 periods; the
         # thread also looks this often whether the main thread is gone
         self._wake = flush_period / 4 if flush_period > 0 else 0.25  # s
@@ -129,6 +134,8 @@ class Recorder(Node):
                 message_class(msgtype), topic, self._callback(topic, msgtype),
                 latched if topic in LATCHED_TOPICS else qos, raw=True,
             )  # fmt: skip
+        if DROP_TOPIC not in self.writer.topics:  # where dropped messages are marked
+            self.writer.add_topic(DROP_TOPIC, DROP_TYPE)
         if derived:
             self.get_logger().info(f'{derived} computed from {SOURCES} (tf2_msgs not importable)')
         self.get_logger().info(f'recording {list(self.writer.topics)} to {self.writer.root}')
@@ -155,15 +162,34 @@ class Recorder(Node):
 
         return write
 
+    @property
+    def dropped(self):
+        """Messages dropped since the start because max_queued waited for the disk."""
+        return self.drops.total
+
     def _enqueue(self, topic, stamp, data):
-        """Hand one message to the writer thread, or drop it when MAX_QUEUED are waiting."""
-        if topic not in LATCHED_TOPICS and self.queue.qsize() >= MAX_QUEUED:
-            self.dropped += 1
+        """Hand one message to the writer thread, or drop it when MAX_QUEUED are waiting.
+
+        The first message queued after drops is preceded by their marker (tools/drop_log.py).
+        """
+        if topic not in LATCHED_TOPICS and self.queue.qsize() >= self.max_queued:
+            self.drops.drop(topic, stamp)
             self.get_logger().error(
                 f'the disk is behind: {self.dropped} messages dropped', throttle_duration_sec=5.0
             )
             return
+        self._mark_drops()
         self.queue.put((topic, stamp, data))
+
+    def _mark_drops(self):
+        """Queue the marker of the drops since the last queued message, if any."""
+        marker = self.drops.close()
+        if marker is not None:
+            stamp, text = marker
+            message = self.writer.typestore.types[DROP_TYPE](data=text)
+            self.queue.put(
+                (DROP_TOPIC, stamp, self.writer.typestore.serialize_cdr(message, DROP_TYPE))
+            )
 
     def _drain(self):
         """The writer thread: write queued messages, flush when due, close on None.
@@ -204,6 +230,7 @@ class Recorder(Node):
         # what is queued goes to disk in one go: no flush per flush_period while draining, the
         # close is the one flush (a backlog drains within the launcher's grace period)
         self.writer.flush_period = 0.0
+        self._mark_drops()  # drops the stop cut short are marked too
         self.queue.put(None)
         while self.thread.is_alive():  # a second Ctrl-C does not cut the last flush short
             try:
