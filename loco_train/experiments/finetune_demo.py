@@ -161,6 +161,28 @@ def evaluate_candidates(out, frozen, candidates, seeds, perturbation, say):
     return rows
 
 
+LOOP_FIGURES = (
+    'ticks',
+    'stalls',
+    'longest_stall_ms',
+    'jitter_p99_ms',
+    'jitter_max_ms',
+    'state_age_p99_ms',
+)
+"""policy_node's run-summary figures the result carries (stalls: the node's own, see
+loco_policy/nodes/policy_node.py)."""
+
+
+def loop_figures(path):
+    """LOOP_FIGURES from policy_node's run summary at path; None where it wrote none."""
+    try:
+        with open(path) as handle:
+            summary = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return {key: summary[key] for key in LOOP_FIGURES if key in summary}
+
+
 def candidate_list(policy_dir, accepted):
     """(label, path, robot minutes) of the policy files whose version the robot made active."""
     from loco_policy.policy_file import OnnxPolicy, PolicyFileError
@@ -249,6 +271,7 @@ def run(args):
         f'store:={store}', f'finetune_config:={write_config(out, args)}',
         f'payload:={args.payload}', f'gain_scale:={args.gain_scale}', f'latency:={args.latency}',
         f'exploration:={args.exploration}', f'policy:={frozen_policy}',
+        f'stats_file:={os.path.join(out, "policy_node_stats.json")}',
     ]  # fmt: skip
     import subprocess
 
@@ -319,6 +342,7 @@ def run(args):
         if nominal is None
         else {r['policy']: round(r['tracking_error'], 4) for r in nominal},  # fmt: skip
         'learner': watch.learner,
+        'control_loop': loop_figures(os.path.join(out, 'policy_node_stats.json')),
         'curve': os.path.join(out, 'finetune_curve.png'),
         'stack_exit': code,
     }
