@@ -296,6 +296,7 @@ def test_commands_stamped_on_a_clock_off_the_states_are_refused(short_bag, tmp_p
         edit=lambda topic, i, msg: shift_stamp(msg, 0.004) if topic == topics[1] else msg,
     )  # fmt: skip
     assert len(bag_reader.read(str(both))) == 1  # 4 ms: within the tolerance
+    assert len(bag_reader.read(str(behind), clock_tolerance=0.025)) == 1  # --clock-tolerance
 
 
 def test_the_fit_imports_neither_torch_nor_warp():

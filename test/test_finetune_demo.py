@@ -34,4 +34,4 @@ def test_a_short_finetune_demo_swaps_learned_policies_in_and_measures_them(reque
     assert (out / 'finetune_curve.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert (out / 'store' / 'index.json').is_file()  # the crash-safe store was written
     loop = result['control_loop']  # policy_node's own run summary, its stalls counted
-    assert loop['ticks'] > 1000 and loop['stalls'] >= 0 and 'jitter_p99_ms' in loop, loop
+    assert loop and loop['ticks'] > 1000 and loop['stalls'] >= 0 and 'jitter_p99_ms' in loop, loop

@@ -358,7 +358,7 @@ def test_a_candidate_checked_against_a_policy_no_longer_running_is_not_swapped_i
         switch.close()
 
 
-def test_a_file_that_already_ran_comes_back_only_through_rollback(tmp_path, key_file, active):
+def test_a_rolled_back_file_does_not_come_back_by_an_update(tmp_path, key_file, active):
     """The signature covers the bytes alone: a replayed announcement must not undo a rollback."""
     controller = Controller(policy=active)
     switch = PolicySwitch(active, key_file, RELAXED, window=0.5, margin=0.1, observations=20)
@@ -366,6 +366,9 @@ def test_a_file_that_already_ran_comes_back_only_through_rollback(tmp_path, key_
         for i, obs in enumerate(observations(20)):
             controller.policy_obs = obs.astype(np.float32)
             switch.after_tick(controller, walk_row(i, obs, 1.0), False, i * 0.02)
+        switch.submit(announce(active.contract.path, version=5))  # the file already running
+        assert wait_for(lambda: switch.counts['rejected'] == 1)
+        assert 'is the running policy' in switch.last_rejection['reason']
         u1 = write_random_policy(tmp_path / 'u1.onnx', weight_scale=0.01, seed=1)
         switch.submit(announce(u1, version=7))
         assert wait_for(lambda: switch._staged is not None)
@@ -374,17 +377,18 @@ def test_a_file_that_already_ran_comes_back_only_through_rollback(tmp_path, key_
         switch.after_tick(controller, None, True, 1.1)  # a fault: rolled back to the start policy
         assert controller.policy is active and switch.counts['rollbacks'] == 1
         switch.submit(announce(u1, version=8))  # the same signed file, a higher version
-        assert wait_for(lambda: switch.counts['rejected'] == 1)
-        reason = switch.status()['updates']['last_rejection']['reason']
-        assert 'already ran as version 7' in reason and '~/rollback' in reason
-        switch.submit(announce(active.contract.path, version=9))
         assert wait_for(lambda: switch.counts['rejected'] == 2)
-        assert 'already ran as the start policy' in switch.last_rejection['reason']
+        reason = switch.status()['updates']['last_rejection']['reason']
+        assert 'was rolled back as version 7' in reason and 'export a new one' in reason
         assert switch.at_tick(controller, 2.0) == [] and controller.policy is active
         u2 = write_random_policy(tmp_path / 'u2.onnx', weight_scale=0.01, seed=2)
-        switch.submit(announce(u2, version=10))  # a new file is still taken
+        switch.submit(announce(u2, version=10))  # a new file is taken
         assert wait_for(lambda: switch._staged is not None)
         switch.at_tick(controller, 3.0)
         assert controller.policy_version == 10
+        switch.submit(announce(active.contract.path, version=11))  # replaced, not rolled back
+        assert wait_for(lambda: switch._staged is not None)
+        switch.at_tick(controller, 4.0)
+        assert controller.policy_version == 11
     finally:
         switch.close()

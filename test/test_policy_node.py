@@ -79,9 +79,8 @@ class FakeRobot:
         odom.twist.twist.linear.x = self.lin_vel
         for pub, msg in zip(self.pubs, (js, imu, odom)):
             if self.clock is not None:
-                stamp = self.clock()
-                msg.header.stamp.sec = int(stamp)
-                msg.header.stamp.nanosec = int(round((stamp - int(stamp)) * 1e9)) % 10**9
+                sec, nanosec = divmod(round(self.clock() * 1e9), 10**9)
+                msg.header.stamp.sec, msg.header.stamp.nanosec = int(sec), int(nanosec)
             pub.publish(msg)
 
     def good(self):

@@ -59,12 +59,48 @@ def test_watchdog_arms_after_every_input_and_names_the_stale_one():
     assert dog.stale(0.08) == ['/imu']
 
 
-def test_the_nodes_own_stall_is_not_counted_in_input_ages_but_silence_while_awake_is():
-    dog = Watchdog(limit=0.06)
+def fed_watchdog(t, idle=0.03):
+    dog = Watchdog(limit=0.06, idle=idle)
     for name in dog.names:
-        dog.feed(name, 1.0)
-    dog.absent(0.1)  # the node could not run from 1.0 to 1.1 s: nothing could be heard then
-    assert dog.fault(1.15) == ''
+        dog.feed(name, t)
+    dog.awake(t)
+    return dog
+
+
+def test_the_nodes_own_stall_is_not_counted_in_input_ages_but_silence_while_awake_is():
+    dog = fed_watchdog(1.0)
+    assert dog.awake(1.13) == pytest.approx(0.1)  # no callback for 130 ms: a 100 ms stall
+    assert dog.fault(1.15) == '' and dog.behind_stall()
     dog.feed('/imu', 1.0)  # a message that waited out the stall does not move the age back
     assert dog.ages(1.15)['/imu'] == pytest.approx(0.05)
     assert '/joint_states 70 ms' in dog.fault(1.17)  # silent while the node ran: stale
+    for name in dog.names:
+        dog.feed(name, 1.14)  # what was queued during the stall
+    assert not dog.behind_stall() and dog.stalls == 1
+
+
+def test_a_long_stall_is_forgiven_only_up_to_max_credit():
+    dog = fed_watchdog(1.0)
+    assert dog.awake(2.03) == pytest.approx(1.0)  # the controller was gone for a second
+    assert 'stale' in dog.fault(2.03) and dog.ages(2.03)['/odom'] == pytest.approx(1.03 - 0.2)
+
+
+def test_repeated_stalls_do_not_hide_an_input_that_went_quiet():
+    """Callbacks 100 ms apart (a starved node): /imu dead from 1.0 s, the others coming."""
+    dog = fed_watchdog(1.0)
+    t, tripped = 1.0, None
+    while tripped is None and t < 2.0:
+        t += 0.1
+        dog.awake(t)
+        dog.feed('/joint_states', t)
+        dog.feed('/odom', t)
+        if dog.fault(t):
+            tripped = t
+    # one credit of 70 ms for /imu, none after (it has not arrived since): stale by the limit
+    assert tripped == pytest.approx(1.2) and dog.stale(tripped) == ['/imu']
+
+
+def test_an_unstamped_message_between_two_equal_stamps_does_not_let_the_second_through():
+    dog = Watchdog(limit=0.06)
+    verdicts = [dog.stamp_error('/imu', stamp) for stamp in (5.0, 0.0, 5.0, 0.0, 5.1)]
+    assert [bool(v) for v in verdicts] == [False, False, True, False, False]

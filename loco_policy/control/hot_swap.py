@@ -8,10 +8,10 @@ bytes match both the signature and the sha256; the file loads as a policy whose 
 the robot and equals the running policy's (joints, gains, dt, observation layout, action bounds,
 command ranges); its actions are finite on recent real observations; its inference time is within
 budget; its actions deviate from the running policy's on those observations by less than the
-limits; and the same file has not run in this process before (the signature covers the bytes
-only, so a replayed announcement could otherwise bring back a rolled-back policy). The node
-validates off the control thread and swaps at a tick boundary; the SwapMonitor decides when to
-roll back to the previous policy.
+limits; and the file is neither the running one nor one rolled back in this process (the
+signature covers the bytes only, so a replayed announcement could otherwise undo a rollback).
+The node validates off the control thread and swaps at a tick boundary; the SwapMonitor decides
+when to roll back to the previous policy.
 """
 
 import collections
@@ -368,9 +368,9 @@ class PolicySwitch:
         self.recent = collections.deque(maxlen=max(1, int(observations)))  # policy inputs
         self.active_sha = active.contract.file_sha256 if active else None
         self.previous = None  # (policy, version, sha256) or None
-        # sha256 -> version of every file that ran in this process: an update may not bring one
-        # back (a replayed announcement of a rolled-back or superseded policy); ~/rollback may.
-        self.ran = {self.active_sha: None} if active else {}
+        # sha256 -> (version, reason) of every file rolled back in this process: an update may
+        # not bring one back (the signature covers the bytes, not the version beside them)
+        self.rolled_back = {}
         self.counts = {'accepted': 0, 'rejected': 0, 'rollbacks': 0}
         self.last_rejection = None  # {version, reason}
         self.generation = 0  # counts every acceptance, rejection and rollback (status changes)
@@ -418,9 +418,9 @@ class PolicySwitch:
             except Exception as error:  # a validator bug must not take the node down
                 self._reject(version, f'validation failed: {error!r}')
                 continue
-            ran = self.ran_before(staged[0])
-            if ran:
-                self._reject(version, ran)
+            refused = self.refusal(staged[0])
+            if refused:
+                self._reject(version, refused)
                 continue
             with self._lock:
                 self.timing['validation_ms'] = round(1e3 * (time.monotonic() - started), 2)
@@ -431,18 +431,24 @@ class PolicySwitch:
                     f'superseded by version {staged[0].version} before it became active',
                 )
 
-    def ran_before(self, update):
-        """The rejection reason if the update's file already ran in this process, else ''."""
+    def refusal(self, update):
+        """Why a validated update's file may not become active, else ''.
+
+        The file that is running, and a file rolled back in this process (a replayed
+        announcement of it would undo the rollback), are refused.
+        """
         sha = update.sha256.lower()
         with self._lock:
-            if sha not in self.ran:
-                return ''
-            version = self.ran[sha]
-        named = 'the start policy' if version is None else f'version {version}'
-        return (
-            f'file sha256 {sha[:16]}... already ran as {named}: a policy that was replaced '
-            'comes back only through ~/rollback'
-        )
+            running, rolled = sha == self.active_sha, self.rolled_back.get(sha)
+        if running:
+            return f'file sha256 {sha[:16]}... is the running policy'
+        if rolled is not None:
+            version, reason = rolled
+            return (
+                f'file sha256 {sha[:16]}... was rolled back as version {version} ({reason}); '
+                'a rolled-back file does not come back by an update: export a new one'
+            )
+        return ''
 
     def close(self):
         """Stop the worker thread."""
@@ -474,7 +480,7 @@ class PolicySwitch:
             events.append(('warning', f'policy update {staged[0].version} {why}'))
             staged = None
         if staged is not None and not rollback:
-            why = self.ran_before(staged[0])  # another update ran the same file meanwhile
+            why = self.refusal(staged[0])  # a swap or rollback came after its validation
             if why:
                 self._reject(staged[0].version, why)
                 events.append(('warning', f'policy update {staged[0].version} refused: {why}'))
@@ -486,10 +492,10 @@ class PolicySwitch:
             self.timing['update_to_active_ms'] = round(1e3 * (time.monotonic() - received), 2)
             self.previous = (controller.policy, controller.policy_version, self.active_sha)
             controller.swap_policy(candidate, update.version)
-            self.active_sha, self._active = update.sha256, candidate
+            with self._lock:
+                self.active_sha, self._active = update.sha256.lower(), candidate
             self.monitor.swapped(now)
             with self._lock:
-                self.ran[update.sha256.lower()] = update.version
                 self.counts['accepted'] += 1
                 self.generation += 1
             events.append(
@@ -503,11 +509,14 @@ class PolicySwitch:
         """Make the previous policy active again; the log event."""
         policy, version, sha = self.previous
         self.previous = None
+        gone = (self.active_sha, controller.policy_version)  # the file rolled back
         controller.swap_policy(policy, version)
-        self.active_sha, self._active = sha, policy
         self.monitor.swapped_at = None
         self.monitor.rewards.clear()  # the rolled-back candidate's ticks are no one's baseline
         with self._lock:
+            self.active_sha, self._active = sha, policy
+            if gone[0] is not None:
+                self.rolled_back[gone[0].lower()] = (gone[1], reason[: MAX_REASON // 2])
             self.counts['rollbacks'] += 1
             self.generation += 1
         return ('warning', f'rolled back to policy version {version}: {reason}')

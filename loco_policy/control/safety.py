@@ -11,6 +11,7 @@ back; DAMP on any fault or estop, latched until reset. Requests (the node's serv
 
 from dataclasses import dataclass, field
 import enum
+import math
 
 
 class Mode(str, enum.Enum):
@@ -123,41 +124,86 @@ class Watchdog:
     names: tuple = ('/joint_states', '/imu', '/odom')
     """The watched inputs."""
     last: dict = field(default_factory=dict)
+    """Monotonic time (s) each input's age counts from: its last valid message's arrival, moved
+    later by the node's own stalls (awake)."""
+    arrived: dict = field(default_factory=dict)
     """Monotonic receive time (s) of each input's last valid message."""
-
     stamps: dict = field(default_factory=dict)
-    """Header stamp (s) of each input's last message, valid or not."""
+    """Header stamp (s) of each input's last stamped message, valid or not."""
+    idle: float = float('inf')
+    """Longest silence (s) between the node's callbacks while it runs (its timer's period plus
+    jitter); a longer one is the node's own stall. inf: stalls are not looked for."""
+    max_credit: float = 0.2
+    """Most (s) of one stall taken out of the inputs' ages; a longer absence of the controller
+    is not forgiven: the inputs go stale as before."""
+    awake_at: float = None
+    """Monotonic time (s) of the node's last callback (None before the first)."""
+    stall_end: float = None
+    """Monotonic time (s) the last credited stall ended (None: none yet)."""
+    stalls: int = 0
+    """Stalls of the node itself seen so far."""
+    longest_stall: float = 0.0
+    """Longest silence (s) beyond `idle` seen so far."""
+    credited_at: dict = field(default_factory=dict)
+    """Monotonic time (s) of each input's last credit."""
 
     def feed(self, name, now):
         """Record a valid message of one input that arrived at monotonic time now (s).
 
-        Never moves the input's time back: a message read at a tick may have arrived before
-        a stall whose length absent() has already taken out of the input's age.
+        Never moves the input's age back: a message read at a tick may have arrived before a
+        stall that awake() has already taken out of the input's age.
         """
+        self.arrived[name] = now
         self.last[name] = max(now, self.last.get(name, now))
 
-    def absent(self, seconds):
-        """The node itself could not run for `seconds` (s): not counted in any input's age.
+    def awake(self, now):
+        """The node runs a callback at monotonic now (s); the stall (s) that ended, else 0.
 
         The watchdog asks whether the robot stopped sending while the node was there to hear it.
-        After the node's own stall the inputs that came meanwhile are still waiting in its queue,
-        and a tick that runs before their callbacks would read them as stale: a walking robot
-        damped because its controller was descheduled, not because a sensor went quiet.
+        After the node's own stall (descheduled, stopped, busy) the inputs that came meanwhile
+        wait in its queue, and a tick run before their callbacks would read them as stale: a
+        walking robot damped because its controller stalled, not because a sensor went quiet.
+        So the silence beyond `idle`, up to `max_credit`, is taken out of each input's age;
+        an input that has not arrived since its last credit gets none, so repeated stalls do
+        not hide a sensor that went quiet.
         """
+        stall = 0.0 if self.awake_at is None else now - self.awake_at - self.idle
+        self.awake_at = now
+        if stall <= 0.0:
+            return 0.0
+        self.stalls += 1
+        self.longest_stall = max(self.longest_stall, stall)
+        self.stall_end = now
+        credit = min(stall, self.max_credit)
         for name in self.last:
-            self.last[name] += seconds
+            credited = self.credited_at.get(name)
+            if credited is None or self.arrived.get(name, -math.inf) > credited:
+                self.last[name] += credit
+                self.credited_at[name] = now
+        return stall
+
+    def behind_stall(self):
+        """True while an input has not arrived since the last stall ended.
+
+        What a tick would read then predates the stall; the messages queued meanwhile come next.
+        """
+        if self.stall_end is None:
+            return False
+        return any(self.arrived.get(n, -math.inf) < self.stall_end for n in self.names)
 
     def stamp_error(self, name, stamp):
         """'' when a message's header stamp (s; 0 unstamped) is newer than the input's last one.
 
-        A driver that hangs while something re-sends its last sample, or a recording played
-        into the robot, arrives on time with a stamp that does not advance: such a message is
-        not fresh, so it must not feed the watchdog. The stamp is not compared with this
+        A driver that hangs while something re-sends its last sample arrives on time with a
+        stamp that does not advance: such a message is not fresh, so it must not feed the
+        watchdog. The stamp is not compared with this
         computer's clock (the robot's may be another's); a backwards clock step costs one
         message. An unstamped message is watched by its arrival alone.
         """
+        if stamp == 0.0:  # unstamped: neither judged nor the reference for the next one
+            return ''
         last, self.stamps[name] = self.stamps.get(name), stamp
-        if stamp == 0.0 or last is None or last == 0.0 or stamp > last:
+        if last is None or stamp > last:
             return ''
         return (
             f'{name} rejected: header stamp {stamp:.6f} s is not newer than the last '

@@ -248,27 +248,21 @@ class PolicyNode(Node):
             )
             idle = spec.CONTROL_DT
         # s: the longest the node is left without a callback while it runs (its timer's period);
-        # a longer silence is the node's own stall (see _awake)
-        self.idle_allowance = idle + STALL_SLACK
-        self.awake_at = None  # monotonic s of the last input or tick callback
-        self.stalls, self.longest_stall = 0, 0.0  # stalls of the node itself; s
+        # a longer silence is the node's own stall (control/safety.Watchdog.awake)
+        self.controller.watchdog.idle = idle + STALL_SLACK
         self.create_timer(diagnostics_period, self.publish_diagnostics)
 
     # ---- callbacks (short: validation and logic live in the controller) -----------------
 
     def _awake(self, now):
-        """Note a callback at monotonic now; a silence past idle_allowance was the node's stall.
-
-        The time the node could not run is taken out of the inputs' ages
-        (control/safety.Watchdog.absent): what arrived meanwhile waits in the queue.
-        """
-        if self.awake_at is not None:
-            absent = now - self.awake_at - self.idle_allowance
-            if absent > 0.0:
-                self.controller.watchdog.absent(absent)
-                self.stalls += 1
-                self.longest_stall = max(self.longest_stall, absent)
-        self.awake_at = now
+        """Tell the watchdog the node runs a callback at monotonic now; log a stall it ended."""
+        stall = self.controller.watchdog.awake(now)
+        if stall > 0.0:
+            self.get_logger().warning(
+                f'control loop stalled {stall * 1e3:.0f} ms beyond its timer period: that time, '
+                f'up to {self.controller.watchdog.max_credit * 1e3:.0f} ms, is not counted in '
+                'the input ages', throttle_duration_sec=1.0,
+            )  # fmt: skip
 
     def on_joint_states(self, raw):
         """Keep a /joint_states message (serialized) and tick when it completes a period."""
@@ -434,6 +428,11 @@ class PolicyNode(Node):
         """Step the controller, publish command and transitions."""
         start = time.perf_counter()
         self._ingest()
+        watchdog = self.controller.watchdog
+        if watchdog.behind_stall() and not watchdog.stale(time.monotonic()):
+            # right after the node's own stall, before the inputs queued during it were read:
+            # no step on an observation from before the stall (the drives hold the last target)
+            return
         swap_events = self.switch.at_tick(self.controller, time.monotonic())  # tick boundary
         self.schedule.ticked(time.monotonic(), self.due_first)  # None: a timer or fallback tick
         if self.fallback_timer is not None:
@@ -528,8 +527,8 @@ class PolicyNode(Node):
         figures = self.stats.summary(recent=True)
         figures['transitions_published'] = self.transitions_published
         figures['warm_ups'] = self.warm_ups
-        figures['stalls'] = self.stalls
-        figures['longest_stall_ms'] = round(self.longest_stall * 1e3, 1)
+        figures['stalls'] = self.controller.watchdog.stalls
+        figures['longest_stall_ms'] = round(self.controller.watchdog.longest_stall * 1e3, 1)
         level = DiagnosticStatus.ERROR if status['mode'] == 'DAMP' else DiagnosticStatus.OK
         values = [
             KeyValue(key=k, value=f'{v:.4g}' if isinstance(v, float) else str(v))
@@ -555,8 +554,8 @@ class PolicyNode(Node):
         summary = self.stats.summary(recent=False)
         summary['transitions_published'] = self.transitions_published
         summary['warm_ups'] = self.warm_ups
-        summary['stalls'] = self.stalls
-        summary['longest_stall_ms'] = round(self.longest_stall * 1e3, 1)
+        summary['stalls'] = self.controller.watchdog.stalls
+        summary['longest_stall_ms'] = round(self.controller.watchdog.longest_stall * 1e3, 1)
         summary['mode'] = self.controller.fsm.mode.value
         summary['mode_history'] = [
             {'t': h.time, 'from': h.source.value, 'to': h.target.value, 'reason': h.reason}

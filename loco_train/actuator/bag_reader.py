@@ -259,15 +259,16 @@ def clock_offset(messages, received):
     return lag[STATE_TOPIC] - lag[COMMAND_TOPIC]
 
 
-def _check_clocks(path, messages, received):
-    """BagError when the commands are stamped on a clock over CLOCK_TOLERANCE off the states'."""
+def _check_clocks(path, messages, received, tolerance):
+    """BagError when the commands are stamped over tolerance (s) off the states' clock."""
     offset = clock_offset(messages, received)
-    if abs(offset) > CLOCK_TOLERANCE:
+    if abs(offset) > tolerance:
         raise BagError(
             f'{path}: {COMMAND_TOPIC} is stamped on a clock {offset * 1e3:+.1f} ms off the '
             f'{STATE_TOPIC} clock (median recording time minus stamp, per topic; tolerance '
-            f'{CLOCK_TOLERANCE * 1e3:.0f} ms): the fitted command delay would be off by as much. '
-            f'Synchronise the clocks (PTP, chrony) or record {APPLIED_TOPIC}'
+            f'{tolerance * 1e3:.1f} ms): the fitted command delay would be off by as much. '
+            'A driver that publishes its samples late shows the same way. Synchronise the clocks '
+            f'(PTP, chrony), record {APPLIED_TOPIC}, or allow it with --clock-tolerance'
         )
 
 
@@ -279,8 +280,11 @@ def _breaks(t):
     return np.nonzero(dt > max(GAP_FACTOR * np.median(dt), MIN_GAP))[0] + 1
 
 
-def read(path):
-    """The gap-free, constant-gain Segments of the recording at path; BagError when unusable."""
+def read(path, clock_tolerance=None):
+    """The gap-free, constant-gain Segments of the recording at path; BagError when unusable.
+
+    clock_tolerance: s, CLOCK_TOLERANCE if None (see _check_clocks).
+    """
     messages, received = _messages(path)
     t, q, qd, tau = _states(path, messages[STATE_TOPIC])
     order = np.argsort(t, kind='stable')
@@ -290,7 +294,8 @@ def read(path):
     topic = APPLIED_TOPIC if messages[APPLIED_TOPIC] else COMMAND_TOPIC
     cmd_t, fields = _commands(path, messages[topic], topic)
     if topic == COMMAND_TOPIC:
-        _check_clocks(path, messages, received)
+        tolerance = CLOCK_TOLERANCE if clock_tolerance is None else clock_tolerance
+        _check_clocks(path, messages, received, tolerance)
     period = float(np.median(np.diff(cmd_t))) if len(cmd_t) > 1 else 0.0  # s, of the commands
     # cut points (s): state gaps, command gaps (both ends), gain changes
     cuts = [t[i] for i in _breaks(t)]

@@ -38,11 +38,16 @@ def add_arguments(parser):
         help='share of each segment, at its end, kept for validation',
     )
     parser.add_argument('--max-iters', type=int, default=30, help='least-squares iterations')
+    parser.add_argument(
+        '--clock-tolerance', type=float, default=0.005, metavar='S',
+        help='largest offset (s) between the /joint_command and /joint_states stamps the '
+        "recorder's receive times may show, without /joint_command/applied (default 0.005)",
+    )  # fmt: skip
     parser.add_argument('--robot', default='anymal_c', help='robot name written to the YAML')
     # fmt: skip
 
 
-def _sequences(paths, held_out, model):
+def _sequences(paths, held_out, model, clock_tolerance=None):
     """Fit sequences grouped by commanded gains, and held-out sequences, from the recordings."""
     from loco_train.actuator import bag_reader, fit
 
@@ -50,7 +55,7 @@ def _sequences(paths, held_out, model):
         raise fit.FitError(f'--held-out {held_out} must be in (0, 0.9)')
     groups = {}
     for path in paths:
-        for index, segment in enumerate(bag_reader.read(path)):
+        for index, segment in enumerate(bag_reader.read(path, clock_tolerance)):
             cut = segment.t[0] + (1.0 - held_out) * segment.duration
             train, test = segment.window(segment.t[0], cut), segment.window(cut, segment.t[-1] + 1)
             name = f'{os.path.basename(os.path.normpath(path))}:{index}'
@@ -129,7 +134,7 @@ def run(args):
         return 2
     try:
         _, model = fit.fit_model()
-        fit_groups, held_groups = _sequences(args.bags, args.held_out, model)
+        fit_groups, held_groups = _sequences(args.bags, args.held_out, model, args.clock_tolerance)
         sequences = [s for group in fit_groups for s in group[3]]
         hanging.check([s.segment for group in fit_groups + held_groups for s in group[3]])
         fit.check_excitation(sequences)
