@@ -8,8 +8,8 @@ bytes match both the signature and the sha256; the file loads as a policy whose 
 the robot and equals the running policy's (joints, gains, dt, observation layout, action bounds,
 command ranges); its actions are finite on recent real observations; its inference time is within
 budget; its actions deviate from the running policy's on those observations by less than the
-limits; and the file is neither the running one nor one rolled back in this process (the
-signature covers the bytes only, so a replayed announcement could otherwise undo a rollback).
+limits; and the file was not rolled back in this process (the signature covers the bytes
+only, so a replayed announcement could otherwise undo a rollback).
 The node validates off the control thread and swaps at a tick boundary; the SwapMonitor decides
 when to roll back to the previous policy.
 """
@@ -434,14 +434,12 @@ class PolicySwitch:
     def refusal(self, update):
         """Why a validated update's file may not become active, else ''.
 
-        The file that is running, and a file rolled back in this process (a replayed
-        announcement of it would undo the rollback), are refused.
+        A file rolled back in this process is refused: a replayed announcement of it would
+        undo the rollback.
         """
         sha = update.sha256.lower()
         with self._lock:
-            running, rolled = sha == self.active_sha, self.rolled_back.get(sha)
-        if running:
-            return f'file sha256 {sha[:16]}... is the running policy'
+            rolled = self.rolled_back.get(sha)
         if rolled is not None:
             version, reason = rolled
             return (
