@@ -343,6 +343,8 @@ def summarize(stats, cpu, policy, steps, args, tick_source):
         'cpu_percent_policy_node': round(cpu, 1),
         'transitions_published': stats.get('transitions_published'),
         'warm_ups': stats.get('warm_ups'),
+        'stalls': stats.get('stalls'),  # policy_node's own, beyond its timer period
+        'longest_stall_ms': stats.get('longest_stall_ms'),
         'cores': os.cpu_count(),
         'load_average': [round(v, 2) for v in os.getloadavg()],
         'steps': steps,
