@@ -42,3 +42,17 @@ def test_the_nominal_gate_rejects_a_candidate_and_resets_the_actor(tmp_path, cap
     assert 'gate: nominal tracking error' in captured.err and 'actor reset' in captured.err
     rows = [json.loads(line) for line in open(tmp_path / 'rows.jsonl')]
     assert rows[-1]['version'] == 1  # the robot kept the warm start
+
+
+def test_a_candidate_the_swap_check_rejects_resets_the_actor_as_the_sidecar_does(tmp_path, capsys):
+    # deviation limits of 1e-6: every candidate whose actor moved is rejected by the swap check
+    finetune_offline.main([
+        '--warm-start', os.path.join(REPO, 'checkpoints', 'sac_anymal_paper', 'checkpoint.pt'),
+        '--minutes', '0.2', '--export-every', '150', '--eval-every', '0.2', '--eval-seeds', '1',
+        '--set', 'checkpoint_warmup_updates=100', '--set', 'learning_starts=64',
+        '--max-action-deviation', '1e-6', '--max-mean-action-deviation', '1e-6',
+        '--out', str(tmp_path),
+    ])  # fmt: skip
+    err = capsys.readouterr().err
+    rejections = [line for line in err.splitlines() if 'exceeds max_action_deviation' in line]
+    assert rejections and all(line.endswith('; actor reset') for line in rejections), err

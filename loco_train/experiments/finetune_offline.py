@@ -68,6 +68,13 @@ def parse_args(argv=None):
         "rejected candidate's actor is reset to the running policy's",
     )
     p.add_argument('--gate-margin', type=float, default=0.25)
+    p.add_argument(
+        '--no-follow-robot',
+        dest='follow_robot',
+        action='store_false',
+        help="keep learning from a candidate the swap check rejected (sac_finetune's "
+        "follow_robot false); by default its actor is reset to the running policy's",
+    )
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--threads', type=int, default=1)
     p.add_argument('--out', required=True)
@@ -289,7 +296,11 @@ def main(argv=None):
                 )
             except hot_swap.UpdateRejected as error:
                 rejected += 1
-                print(f'  v{tuner.version} rejected: {error}', file=sys.stderr)
+                reset = ''
+                if args.follow_robot and not str(error).startswith('gate: '):
+                    tuner.follow(running_version)  # as sac_finetune's follow_robot does
+                    reset = '; actor reset'
+                print(f'  v{tuner.version} rejected: {error}{reset}', file=sys.stderr)
         minutes = learned * spec.CONTROL_DT / 60.0
         if minutes >= next_eval or learned >= target:
             next_eval += args.eval_every
