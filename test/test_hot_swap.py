@@ -175,13 +175,19 @@ def walk_row(seq, obs, tracking):
     return TransitionRow(seq, 1, 0, 'WALK', obs, np.zeros(12), terms, False, False)
 
 
-def test_switch_swaps_at_a_tick_keeps_the_previous_and_rolls_back(tmp_path, key_file, active):
+def walking_switch(active, key_file):
+    """A Controller running `active` and a PolicySwitch that has seen 20 WALK ticks of it."""
     controller = Controller(policy=active)
     switch = PolicySwitch(active, key_file, RELAXED, window=0.5, margin=0.1, observations=20)
+    for i, obs in enumerate(observations(20)):
+        controller.policy_obs = obs.astype(np.float32)  # what a WALK step gave the policy
+        switch.after_tick(controller, walk_row(i, obs, 1.0), False, i * 0.02)
+    return controller, switch
+
+
+def test_switch_swaps_at_a_tick_keeps_the_previous_and_rolls_back(tmp_path, key_file, active):
+    controller, switch = walking_switch(active, key_file)
     try:
-        for i, obs in enumerate(observations(20)):
-            controller.policy_obs = obs.astype(np.float32)  # what a WALK step gave the policy
-            switch.after_tick(controller, walk_row(i, obs, 1.0), False, i * 0.02)
         path = write_random_policy(tmp_path / 'new.onnx', weight_scale=0.01, seed=1)
         switch.submit(announce(path, version=7))
         switch.submit('not json')
@@ -326,12 +332,8 @@ def wait_for(predicate, seconds=5.0):
 def test_a_candidate_checked_against_a_policy_no_longer_running_is_not_swapped_in(
     tmp_path, key_file, active
 ):
-    controller = Controller(policy=active)
-    switch = PolicySwitch(active, key_file, RELAXED, window=0.5, margin=0.1, observations=20)
+    controller, switch = walking_switch(active, key_file)
     try:
-        for i, obs in enumerate(observations(20)):
-            controller.policy_obs = obs.astype(np.float32)
-            switch.after_tick(controller, walk_row(i, obs, 1.0), False, i * 0.02)
         u1 = write_random_policy(tmp_path / 'u1.onnx', weight_scale=0.01, seed=1)
         u2 = write_random_policy(tmp_path / 'u2.onnx', weight_scale=0.01, seed=2)
         # two candidates before a tick: the first is superseded, counted, never active
@@ -360,12 +362,8 @@ def test_a_candidate_checked_against_a_policy_no_longer_running_is_not_swapped_i
 
 def test_a_rolled_back_file_does_not_come_back_by_an_update(tmp_path, key_file, active):
     """The signature covers the bytes alone: a replayed announcement must not undo a rollback."""
-    controller = Controller(policy=active)
-    switch = PolicySwitch(active, key_file, RELAXED, window=0.5, margin=0.1, observations=20)
+    controller, switch = walking_switch(active, key_file)
     try:
-        for i, obs in enumerate(observations(20)):
-            controller.policy_obs = obs.astype(np.float32)
-            switch.after_tick(controller, walk_row(i, obs, 1.0), False, i * 0.02)
         u1 = write_random_policy(tmp_path / 'u1.onnx', weight_scale=0.01, seed=1)
         switch.submit(announce(u1, version=7))
         assert wait_for(lambda: switch._staged is not None)

@@ -490,10 +490,9 @@ class PolicySwitch:
             self.timing['update_to_active_ms'] = round(1e3 * (time.monotonic() - received), 2)
             self.previous = (controller.policy, controller.policy_version, self.active_sha)
             controller.swap_policy(candidate, update.version)
-            with self._lock:
-                self.active_sha, self._active = update.sha256.lower(), candidate
             self.monitor.swapped(now)
             with self._lock:
+                self.active_sha, self._active = update.sha256.lower(), candidate
                 self.counts['accepted'] += 1
                 self.generation += 1
             events.append(
@@ -514,7 +513,7 @@ class PolicySwitch:
         with self._lock:
             self.active_sha, self._active = sha, policy
             if gone[0] is not None:
-                self.rolled_back[gone[0].lower()] = (gone[1], reason[: MAX_REASON // 2])
+                self.rolled_back[gone[0]] = (gone[1], reason[: MAX_REASON // 2])
             self.counts['rollbacks'] += 1
             self.generation += 1
         return ('warning', f'rolled back to policy version {version}: {reason}')

@@ -524,11 +524,7 @@ class PolicyNode(Node):
 
     def _publish_diagnostics(self):
         status = self.controller.status(time.monotonic())
-        figures = self.stats.summary(recent=True)
-        figures['transitions_published'] = self.transitions_published
-        figures['warm_ups'] = self.warm_ups
-        figures['stalls'] = self.controller.watchdog.stalls
-        figures['longest_stall_ms'] = round(self.controller.watchdog.longest_stall * 1e3, 1)
+        figures = {**self.stats.summary(recent=True), **self.counters()}
         level = DiagnosticStatus.ERROR if status['mode'] == 'DAMP' else DiagnosticStatus.OK
         values = [
             KeyValue(key=k, value=f'{v:.4g}' if isinstance(v, float) else str(v))
@@ -549,13 +545,19 @@ class PolicyNode(Node):
         self.diag_pub.publish(diag)
         self.publish_status(force=True)
 
+    def counters(self):
+        """The run's counts: transitions published, warm-ups, the node's own stalls."""
+        watchdog = self.controller.watchdog
+        return {
+            'transitions_published': self.transitions_published,
+            'warm_ups': self.warm_ups,
+            'stalls': watchdog.stalls,
+            'longest_stall_ms': round(watchdog.longest_stall * 1e3, 1),  # beyond the timer period
+        }
+
     def run_summary(self):
         """The run's figures since the first accepted start, and the mode transitions."""
-        summary = self.stats.summary(recent=False)
-        summary['transitions_published'] = self.transitions_published
-        summary['warm_ups'] = self.warm_ups
-        summary['stalls'] = self.controller.watchdog.stalls
-        summary['longest_stall_ms'] = round(self.controller.watchdog.longest_stall * 1e3, 1)
+        summary = {**self.stats.summary(recent=False), **self.counters()}
         summary['mode'] = self.controller.fsm.mode.value
         summary['mode_history'] = [
             {'t': h.time, 'from': h.source.value, 'to': h.target.value, 'reason': h.reason}

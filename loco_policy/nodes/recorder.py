@@ -168,7 +168,7 @@ class Recorder(Node):
         return self.drops.total
 
     def _enqueue(self, topic, stamp, data):
-        """Hand one message to the writer thread, or drop it when MAX_QUEUED are waiting.
+        """Hand one message to the writer thread, or drop it when max_queued are waiting.
 
         The first message queued after drops is preceded by their marker (tools/drop_log.py).
         """

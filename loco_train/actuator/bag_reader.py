@@ -280,10 +280,10 @@ def _breaks(t):
     return np.nonzero(dt > max(GAP_FACTOR * np.median(dt), MIN_GAP))[0] + 1
 
 
-def read(path, clock_tolerance=None):
+def read(path, clock_tolerance=CLOCK_TOLERANCE):
     """The gap-free, constant-gain Segments of the recording at path; BagError when unusable.
 
-    clock_tolerance: s, CLOCK_TOLERANCE if None (see _check_clocks).
+    clock_tolerance: s, the largest clock offset between the command and state stamps.
     """
     messages, received = _messages(path)
     t, q, qd, tau = _states(path, messages[STATE_TOPIC])
@@ -294,8 +294,7 @@ def read(path, clock_tolerance=None):
     topic = APPLIED_TOPIC if messages[APPLIED_TOPIC] else COMMAND_TOPIC
     cmd_t, fields = _commands(path, messages[topic], topic)
     if topic == COMMAND_TOPIC:
-        tolerance = CLOCK_TOLERANCE if clock_tolerance is None else clock_tolerance
-        _check_clocks(path, messages, received, tolerance)
+        _check_clocks(path, messages, received, clock_tolerance)
     period = float(np.median(np.diff(cmd_t))) if len(cmd_t) > 1 else 0.0  # s, of the commands
     # cut points (s): state gaps, command gaps (both ends), gain changes
     cuts = [t[i] for i in _breaks(t)]

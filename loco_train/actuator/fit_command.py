@@ -39,17 +39,24 @@ def add_arguments(parser):
     )
     parser.add_argument('--max-iters', type=int, default=30, help='least-squares iterations')
     parser.add_argument(
-        '--clock-tolerance', type=float, default=0.005, metavar='S',
+        '--clock-tolerance', type=float, default=None, metavar='S',
         help='largest offset (s) between the /joint_command and /joint_states stamps the '
-        "recorder's receive times may show, without /joint_command/applied (default 0.005)",
+        "recorder's receive times may show, without /joint_command/applied (default 5 ms, "
+        'bag_reader.CLOCK_TOLERANCE)',
     )  # fmt: skip
     parser.add_argument('--robot', default='anymal_c', help='robot name written to the YAML')
     # fmt: skip
 
 
 def _sequences(paths, held_out, model, clock_tolerance=None):
-    """Fit sequences grouped by commanded gains, and held-out sequences, from the recordings."""
+    """Fit sequences grouped by commanded gains, and held-out sequences, from the recordings.
+
+    clock_tolerance: s (None: bag_reader.CLOCK_TOLERANCE).
+    """
     from loco_train.actuator import bag_reader, fit
+
+    if clock_tolerance is None:
+        clock_tolerance = bag_reader.CLOCK_TOLERANCE
 
     if not 0.0 < held_out < 0.9:
         raise fit.FitError(f'--held-out {held_out} must be in (0, 0.9)')
