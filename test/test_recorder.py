@@ -125,14 +125,17 @@ def test_sigkill_mid_split_loses_at_most_the_last_flush_period(request, tmp_path
     assert len(sequence) >= due, (len(sequence), due, log.read_text())
     # a restart on the same output recovers what needs it and numbers on: bag_0002
     os.unlink(os.path.join(splits[1], 'metadata.yaml'))  # as if killed before its first rename
-    # the restarted recorder on UDP only: Fast DDS's shared-memory port of the killed process can
-    # be taken over by the new one while this process still writes to the old segment, and then
-    # nothing arrives (a clean-clone CI run saw 0 messages in 60 s); the files are what is tested
-    restart_env = {**env, 'FASTDDS_BUILTIN_TRANSPORTS': 'UDPv4'}
+    # The restart runs on a domain of its own, with a fresh probe: on the old domain the killed
+    # participant stays known until its DDS lease ends, and clean-clone CI runs saw the restarted
+    # recorder receive nothing for 45-60 s (Fast DDS's shared-memory port of the killed process
+    # taken over by the new one, or a writer waiting on acks of the dead reader). The recorder is
+    # on UDP only besides; the files are what is tested.
+    probe.close()
+    restart_name = f'{request.node.name}/restart'
+    restart_env = {**ros_env(restart_name), 'FASTDDS_BUILTIN_TRANSPORTS': 'UDPv4'}
+    assert restart_env['ROS_DOMAIN_ID'] != env['ROS_DOMAIN_ID']
+    probe = Probe(restart_name)
     recorder = start_node('recorder', [*args, '-p', 'flush_period:=0.2'], restart_env, log)
-    # a fresh writer: the old one's reliable history waits on acks of the killed reader, which
-    # stays matched until its DDS lease ends
-    probe.node.destroy_publisher(publisher)
     publisher = probe.node.create_publisher(JointState, '/joint_states', qos)
     restarted = []  # publish on until the new recorder has opened its split, then 10 more
     try:
