@@ -27,13 +27,26 @@ def make_batch():
 
 
 def grads_after_one_update(sac):
-    """The critic and actor gradients of one update (the optimisers' steps are taken after)."""
+    """The critic and actor gradients of one update (the optimisers' steps are taken after).
+
+    From autograd's hooks, or, where the hand-written reverse passes run (float32), from the
+    gradients they hand to SAC._step.
+    """
     seen = {}
+    names = {id(sac.critic): 'critic', id(sac.actor): 'actor'}
     for name, module in (('critic', sac.critic), ('actor', sac.actor)):
         for i, p in enumerate(module.parameters()):
             p.register_post_accumulate_grad_hook(
                 lambda p, key=(name, i): seen.__setitem__(key, p.grad.detach().clone())
             )
+    step = sac._step
+
+    def recording(optim, module, loss, ok, params=None, grads=None):
+        if grads is not None and id(module) in names:
+            seen.update({(names[id(module)], i): g.clone() for i, g in enumerate(grads)})
+        return step(optim, module, loss, ok, params=params, grads=grads)
+
+    sac._step = recording
     metrics = sac.update(make_batch(), generator=torch.Generator().manual_seed(5))
     return seen, metrics
 

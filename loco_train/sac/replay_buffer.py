@@ -119,6 +119,16 @@ class ReplayBuffer:
         if n_step < 1:
             raise ValueError('n_step must be at least 1')
         oldest = (self.ptr - self.size) % self.rows
+        if n_step == 1:  # the window is step t alone: no aggregation to do
+            row = (oldest + t) % self.rows  # (B,)
+            return Batch(
+                obs=self.obs[row, e],
+                action=self.action[row, e],
+                reward=self.reward[row, e],
+                next_obs=self.next_obs[row, e],
+                terminated=self.terminated[row, e].float(),
+                discount=torch.full(t.shape, float(gamma), device=self.device),
+            )
         k = torch.arange(n_step, device=self.device)  # (n,)
         ages = t[:, None] + k  # (B, n)
         rows = (oldest + ages) % self.rows  # (B, n) physical rows of steps t..t+n-1

@@ -16,6 +16,7 @@ from loco_train.sac.batch import Batch
 from loco_train.sac.critic import make_target, polyak_update, QEnsemble
 from loco_train.sac.graphs import GraphedUpdate
 from loco_train.sac.precision import matmul_autocast, resolve
+from loco_train.sac.reverse import ActorPass, CriticPass, supports
 
 
 @dataclass
@@ -95,13 +96,51 @@ def masked_step(optim: torch.optim.Optimizer, ok: torch.Tensor) -> None:
     found_inf = 1 the weights, moments and step count stay as they were.
     """
     if all(group.get('fused') for group in optim.param_groups):  # also after a load
-        optim.found_inf = (~ok).float()
+        found_inf = (~ok).float()
+        if fused_adam_step(optim, found_inf):
+            return
+        optim.found_inf = found_inf
         try:
             optim.step()
         finally:
             del optim.found_inf
     elif bool(ok):  # foreach fallback: one device read
         optim.step()
+
+
+def fused_adam_step(optim: torch.optim.Optimizer, found_inf: torch.Tensor) -> bool:
+    """Adam.step() of a fused Adam as torch computes it, called straight; False if not covered.
+
+    torch.optim's step spends about as long in Python (hooks, grouping by device, state checks)
+    as the fused kernel takes on an update's few small tensors; this is the same kernel on the
+    optimiser's own state, for plain Adam whose state exists (after the first step).
+    """
+    for group in optim.param_groups:
+        params = [p for p in group['params'] if p.grad is not None]
+        plain = not (
+            group['amsgrad'] or group['maximize'] or group['capturable']
+            or group['differentiable'] or group['decoupled_weight_decay']
+        )  # fmt: skip
+        states = [optim.state.get(p) for p in params]
+        if not plain or not all(states) or isinstance(group['lr'], torch.Tensor):
+            return False
+    for group in optim.param_groups:
+        params = [p for p in group['params'] if p.grad is not None]
+        if not params:
+            continue
+        states = [optim.state[p] for p in params]
+        steps = [state['step'] for state in states]
+        beta1, beta2 = group['betas']
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(
+            params, [p.grad for p in params],
+            [state['exp_avg'] for state in states], [state['exp_avg_sq'] for state in states],
+            [], steps, amsgrad=False, lr=group['lr'], beta1=beta1, beta2=beta2,
+            weight_decay=group['weight_decay'], eps=group['eps'], maximize=False,
+            grad_scale=None, found_inf=found_inf,
+        )  # fmt: skip
+        torch._foreach_sub_(steps, [found_inf] * len(steps))
+    return True
 
 
 def compiled_or_eager(fn):
@@ -180,6 +219,13 @@ class SAC:
             self._critic_loss = compiled_or_eager(self.critic_loss)
             self._actor_loss = compiled_or_eager(self.actor_loss)
         self._graphed = GraphedUpdate(self) if config.cuda_graphs else None
+        # The hand-written reverse passes (loco_train.sac.reverse) where they cover the networks;
+        # autograd otherwise, and for CUDA graphs, whose capture is tested with autograd.
+        self.reverse = (
+            supports(config, self.critic)
+            and self.matmul_dtype == torch.float32
+            and not config.cuda_graphs
+        )
 
     @property
     def num_skipped(self) -> int:
@@ -239,14 +285,19 @@ class SAC:
         if part is not None:
             eps = eps[:, part.rows]
         self._share = B / total
-        with matmul_autocast(self.matmul_dtype, self.device):  # backward runs outside it
-            J_Q, s, Q_mean, Q_target_mean = self._critic_loss(
-                batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated,
-                batch.discount, alpha, eps[0],
-            )  # fmt: skip
-        # The step is taken only if the data, the loss and the gradient are finite.
-        data_ok = batch.finite()
-        critic_norm, ok = self._step(self.critic_optim, self.critic, J_Q, data_ok)
+        data_ok = batch.finite()  # the step is taken only if data, loss and gradient are finite
+        args = (batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated,
+                batch.discount, alpha, eps[0])  # fmt: skip
+        actor_pass = None
+        if self.reverse:
+            J_Q, s, Q_mean, Q_target_mean, grads, actor_pass = self.critic_loss_and_gradient(
+                *args, eps_actor=eps[1] if with_actor else None
+            )
+            critic_norm, ok = self._step(self.critic_optim, self.critic, J_Q, data_ok, grads=grads)
+        else:
+            with matmul_autocast(self.matmul_dtype, self.device):  # backward runs outside it
+                J_Q, s, Q_mean, Q_target_mean = self._critic_loss(*args)
+            critic_norm, ok = self._step(self.critic_optim, self.critic, J_Q, data_ok)
         metrics = {
             'loss/critic': J_Q.detach(),
             'value/q_mean': Q_mean,
@@ -254,13 +305,14 @@ class SAC:
             'grad_norm/critic': critic_norm,
         }
         if with_actor:
-            metrics.update(self._update_actor_and_alpha(s, alpha, ok, eps[1]))
+            metrics.update(self._update_actor_and_alpha(s, alpha, ok, eps[1], actor_pass))
         # thetabar <- tau theta + (1 - tau) thetabar; tau -> 0 where the critic step was skipped.
         polyak_update(self.critic_target, self.critic, self.cfg.tau * ok)
         skipped = (~ok).float()
         self._skipped += skipped
-        zero = torch.zeros((), device=self.device)
-        metrics = {key: torch.where(ok, value, zero) for key, value in metrics.items()}
+        # Every metric 0 where skipped, in one operation on them all.
+        values = torch.where(ok, torch.stack(list(metrics.values())), 0.0)
+        metrics = dict(zip(metrics, values.unbind()))
         metrics['alpha'] = self.alpha
         metrics['skipped'] = skipped
         return metrics
@@ -281,21 +333,76 @@ class SAC:
         J_Q = ((Q - Q_target) ** 2).mean(dim=1).mean()
         return J_Q, s, Q.detach().mean(), Q_target.mean()
 
+    @torch.no_grad()
+    def critic_loss_and_gradient(
+        self, obs, action, reward, next_obs, terminated, discount, alpha, eps_next, eps_actor=None
+    ):
+        """critic_loss's values and dJ_Q/dtheta from the hand-written reverse pass (no graph).
+
+        eps_actor (B, d): the actor step's noise, if this call steps the actor: its pass on s
+        then runs in one batch with the target's on s~ (the actor has not moved in between),
+        and is returned last for actor_loss_and_gradient (else None).
+        """
+        s, s_next = self.normalize(obs), self.normalize(next_obs)  # (B, o)
+        actor_pass = None
+        if eps_actor is None:
+            a_next, log_pi_next = self.actor.sample(s_next, eps=eps_next)
+        else:
+            B = s.shape[0]
+            both = ActorPass(
+                self.actor, self.cfg.activation, torch.cat([s_next, s]),
+                torch.cat([eps_next, eps_actor]),
+            )  # fmt: skip
+            a_next, log_pi_next, actor_pass = both.action[:B], both.log_pi[:B], both.rows(B)
+        V_next = self.critic_target.min_q(s_next, a_next) - alpha * log_pi_next  # (B,)
+        Q_target = reward + discount * (1.0 - terminated) * V_next  # (B,)
+        forward = CriticPass(self.critic, self.cfg.activation, s, action)
+        error = forward.q - Q_target  # (N, B)
+        J_Q = (error**2).mean(dim=1).mean()
+        grads, _ = forward.backward(error * (2.0 / max(error.numel(), 1)))  # dJ_Q/dQ = 2(Q - y)/NB
+        return J_Q, s, forward.q.mean(), Q_target.mean(), grads, actor_pass
+
+    @torch.no_grad()
+    def actor_loss_and_gradient(self, s, alpha, eps, actor=None):
+        """actor_loss's values and dJ_pi/dphi from the hand-written reverse passes (no graph).
+
+        actor: the ActorPass on (s, eps) if it already ran (critic_loss_and_gradient).
+        """
+        if actor is None:
+            actor = ActorPass(self.actor, self.cfg.activation, s, eps)
+        critic = CriticPass(self.critic, self.cfg.activation, s, actor.action)
+        Q_min, member = critic.q.min(dim=0)  # (B,): min_i Q_theta_i(s, a) and its i
+        B = Q_min.shape[0]
+        J_pi = (alpha * actor.log_pi - Q_min).mean()
+        # dJ_pi/dQ_i = -1/B for the minimum's member, 0 for the others; the critics stay put.
+        dQ = torch.zeros_like(critic.q).scatter_(0, member.unsqueeze(0), -1.0 / max(B, 1))
+        _, da = critic.backward(dQ, weights=False)  # (B, d)
+        grads = actor.backward((alpha / max(B, 1)).expand(B), da)
+        return J_pi, actor.log_pi, grads
+
     def actor_loss(self, s, alpha, eps):
         """J_pi = E[alpha log pi(a|s) - min_i Q_theta_i(s, a)] with a = f_phi(eps; s); log pi."""
         a, log_pi = self.actor.sample(s, eps=eps)  # (B, d), (B,)
         return (alpha * log_pi - self.critic.min_q(s, a)).mean(), log_pi
 
-    def _update_actor_and_alpha(self, s, alpha, critic_ok, eps) -> dict:
+    def _update_actor_and_alpha(self, s, alpha, critic_ok, eps, actor_pass=None) -> dict:
         """Step the actor on J_pi, then log alpha on J_alpha (both only where critic_ok)."""
-        self.critic.requires_grad_(False)  # the actor loss must not move the critics
-        with matmul_autocast(self.matmul_dtype, self.device):
-            J_pi, log_pi = self._actor_loss(s, alpha, eps)
-        self.critic.requires_grad_(True)
-        actor_norm, ok = self._step(self.actor_optim, self.actor, J_pi, critic_ok)
+        if self.reverse:
+            J_pi, log_pi, grads = self.actor_loss_and_gradient(s, alpha, eps, actor_pass)
+        else:
+            self.critic.requires_grad_(False)  # the actor loss must not move the critics
+            with matmul_autocast(self.matmul_dtype, self.device):
+                J_pi, log_pi = self._actor_loss(s, alpha, eps)
+            self.critic.requires_grad_(True)
+            grads = None
+        actor_norm, ok = self._step(self.actor_optim, self.actor, J_pi, critic_ok, grads=grads)
         # J_alpha = E[-alpha (log pi(a|s) + H_bar)], stepping log alpha.
-        J_alpha = -(self.log_alpha * (log_pi.detach() + self.target_entropy)).mean()
-        self._step(self.alpha_optim, None, J_alpha, ok, params=[self.log_alpha])
+        entropy_gap = log_pi.detach() + self.target_entropy  # (B,)
+        J_alpha = -(self.log_alpha.detach() * entropy_gap).mean()
+        self._step(
+            self.alpha_optim, None, J_alpha, ok, params=[self.log_alpha],
+            grads=[-entropy_gap.mean()],
+        )  # fmt: skip
         return {
             'loss/actor': J_pi.detach(),
             'loss/alpha': J_alpha.detach(),
@@ -304,15 +411,22 @@ class SAC:
             'actor_updates': torch.ones((), device=self.device),  # 0 where skipped
         }
 
-    def _step(self, optim, module: nn.Module | None, loss, ok, params=None):
-        """Backpropagate, clip the gradient norm, step where ok and all is finite; (norm, ok)."""
+    def _step(self, optim, module: nn.Module | None, loss, ok, params=None, grads=None):
+        """Backpropagate, clip the gradient norm, step where ok and all is finite; (norm, ok).
+
+        grads: the gradients in params' order, if computed without autograd (loss.backward()
+        is then not called).
+        """
         params = list(module.parameters()) if params is None else params
         optim.zero_grad(set_to_none=True)
-        if self.grad_sync is None:
-            loss.backward()
-        elif self._share > 0:  # gradient of the global batch's mean loss, on all ranks
-            loss.backward()
-            ok = self.grad_sync(params, ok & torch.isfinite(loss), self._share)
+        if self.grad_sync is None or self._share > 0:
+            if grads is None:
+                loss.backward()
+            else:
+                for p, g in zip(params, grads, strict=True):
+                    p.grad = g
+            if self.grad_sync is not None:  # gradient of the global batch's mean loss, all ranks
+                ok = self.grad_sync(params, ok & torch.isfinite(loss), self._share)
         else:  # none of the global batch is this rank's: it adds a zero gradient (no loss)
             ok = self.grad_sync(params, ok, 0.0)
             loss = torch.zeros((), device=self.device)
@@ -320,7 +434,7 @@ class SAC:
             norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         else:
             norm = nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm, foreach=True)
-        ok = ok & torch.isfinite(loss) & torch.isfinite(norm)
+        ok = ok & torch.isfinite(torch.stack([loss.detach(), norm])).all()
         masked_step(optim, ok)
         return norm.detach(), ok
 
