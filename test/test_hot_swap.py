@@ -375,7 +375,8 @@ def test_a_rolled_back_file_does_not_come_back_by_an_update(tmp_path, key_file, 
         assert wait_for(lambda: switch.counts['rejected'] == 1)
         reason = switch.status()['updates']['last_rejection']['reason']
         assert 'was rolled back as version 7' in reason and 'export a new one' in reason
-        assert switch.at_tick(controller, 2.0) == [] and controller.policy is active
+        events = switch.at_tick(controller, 2.0)  # at most the note that the record was written
+        assert all('recorded' in text for _, text in events) and controller.policy is active
         u2 = write_random_policy(tmp_path / 'u2.onnx', weight_scale=0.01, seed=2)
         switch.submit(announce(u2, version=10))  # a new file is taken
         assert wait_for(lambda: switch._staged is not None)
@@ -385,5 +386,76 @@ def test_a_rolled_back_file_does_not_come_back_by_an_update(tmp_path, key_file, 
         assert wait_for(lambda: switch._staged is not None)
         switch.at_tick(controller, 4.0)
         assert controller.policy_version == 11
+    finally:
+        switch.close()
+
+
+def test_a_rollback_is_recorded_beside_the_file_and_refused_after_a_restart(
+    tmp_path, key_file, active
+):
+    """A new PolicySwitch (policy_node restarted) still refuses a file rolled back before."""
+    from loco_policy.control import rollback_log
+
+    candidates = tmp_path / 'policies'
+    candidates.mkdir()
+    u1 = write_random_policy(candidates / 'u1.onnx', weight_scale=0.01, seed=1)
+    controller, switch = walking_switch(active, key_file)
+    try:
+        switch.submit(announce(u1, version=7))
+        assert wait_for(lambda: switch._staged is not None)
+        switch.at_tick(controller, 1.0)
+        switch.after_tick(controller, None, True, 1.1)  # a fault: rolled back
+        assert controller.policy is active
+        record = candidates / rollback_log.LOG_NAME
+        assert wait_for(lambda: switch._notes)  # the writer's thread is done
+        events = switch.at_tick(controller, 1.2)
+        assert events[0][0] == 'info' and str(record) in events[0][1]
+        entry = json.loads(record.read_text().splitlines()[-1])
+        assert entry['version'] == 7 and entry['file'] == 'u1.onnx'
+        assert 'fault' in entry['reason'] or 'DAMP' in entry['reason'], entry
+    finally:
+        switch.close()
+    with open(record, 'a') as handle:  # a crash mid-append leaves a torn line: skipped
+        handle.write('{"sha256": "ab')
+    controller, switch = walking_switch(active, key_file)  # the node restarted
+    try:
+        switch.submit(announce(u1, version=9))
+        assert wait_for(lambda: switch.counts['rejected'] == 1)
+        reason = switch.status()['updates']['last_rejection']['reason']
+        assert 'was rolled back as version 7 at ' in reason and rollback_log.LOG_NAME in reason
+        u2 = write_random_policy(candidates / 'u2.onnx', weight_scale=0.01, seed=2)
+        switch.submit(announce(u2, version=10))  # another file of the same directory is taken
+        assert wait_for(lambda: switch._staged is not None)
+        switch.at_tick(controller, 3.0)
+        assert controller.policy_version == 10
+    finally:
+        switch.close()
+
+
+def test_an_unwritable_record_is_reported_and_an_unreadable_one_refuses(
+    tmp_path, key_file, active
+):
+    from loco_policy.control import rollback_log
+
+    u1 = write_random_policy(tmp_path / 'u1.onnx', weight_scale=0.01, seed=1)
+    (tmp_path / rollback_log.LOG_NAME).mkdir()  # neither appendable nor readable as a file
+    controller, switch = walking_switch(active, key_file)
+    try:
+        switch.submit(announce(u1, version=7))
+        assert wait_for(lambda: switch.counts['rejected'] == 1)
+        reason = switch.status()['updates']['last_rejection']['reason']
+        assert 'unreadable' in reason  # fail closed: the record may list this file
+        os.rmdir(tmp_path / rollback_log.LOG_NAME)
+        switch.submit(announce(u1, version=8))
+        assert wait_for(lambda: switch._staged is not None)
+        switch.at_tick(controller, 1.0)
+        (tmp_path / rollback_log.LOG_NAME).mkdir()
+        switch.after_tick(controller, None, True, 1.1)  # rolled back; the record cannot be written
+        assert controller.policy is active
+        assert wait_for(lambda: switch._notes)
+        level, text = switch.at_tick(controller, 1.2)[0]
+        assert level == 'warning' and 'not recorded' in text and 'accepted again' in text
+        switch.submit(announce(u1, version=9))  # still refused in this process
+        assert wait_for(lambda: switch.counts['rejected'] == 2)
     finally:
         switch.close()

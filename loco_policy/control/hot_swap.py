@@ -8,8 +8,9 @@ bytes match both the signature and the sha256; the file loads as a policy whose 
 the robot and equals the running policy's (joints, gains, dt, observation layout, action bounds,
 command ranges); its actions are finite on recent real observations; its inference time is within
 budget; its actions deviate from the running policy's on those observations by less than the
-limits; and the file was not rolled back in this process (the signature covers the bytes
-only, so a replayed announcement could otherwise undo a rollback).
+limits; and the file was not rolled back, in this process or by an earlier one (the
+signature covers the bytes only, so a replayed announcement could otherwise undo a rollback;
+loco_policy.control.rollback_log keeps the record beside the files).
 The node validates off the control thread and swaps at a tick boundary; the SwapMonitor decides
 when to roll back to the previous policy.
 """
@@ -28,6 +29,7 @@ import time
 
 import numpy as np
 
+from loco_policy.control import rollback_log
 from loco_policy.policy_file import OnnxPolicy, PolicyFileError
 from loco_policy.transition import REWARD_TERMS
 
@@ -371,6 +373,7 @@ class PolicySwitch:
         # sha256 -> (version, reason) of every file rolled back in this process: an update may
         # not bring one back (the signature covers the bytes, not the version beside them)
         self.rolled_back = {}
+        self._notes = []  # (level, text) from the rollback record's writer: at_tick's events
         self.counts = {'accepted': 0, 'rejected': 0, 'rollbacks': 0}
         self.last_rejection = None  # {version, reason}
         self.generation = 0  # counts every acceptance, rejection and rollback (status changes)
@@ -431,20 +434,30 @@ class PolicySwitch:
                     f'superseded by version {staged[0].version} before it became active',
                 )
 
-    def refusal(self, update):
+    def refusal(self, update, record=True):
         """Why a validated update's file may not become active, else ''.
 
-        A file rolled back in this process is refused: a replayed announcement of it would
-        undo the rollback.
+        A rolled-back file is refused: a replayed announcement of it would undo the rollback.
+        record: also read the rollback record beside the file (rollbacks before a restart;
+        file I/O, so not on the control thread).
         """
         sha = update.sha256.lower()
         with self._lock:
             rolled = self.rolled_back.get(sha)
+        when = ''
+        if rolled is None and record:
+            try:
+                entry = rollback_log.find(update.path, sha)
+            except OSError as error:
+                return f'rollback record {rollback_log.log_path(update.path)} unreadable: {error}'
+            if entry is not None:
+                rolled = (entry.get('version'), str(entry.get('reason', ''))[: MAX_REASON // 2])
+                when = f' at {entry.get("time")}, listed in {rollback_log.LOG_NAME}'
         if rolled is not None:
             version, reason = rolled
             return (
-                f'file sha256 {sha[:16]}... was rolled back as version {version} ({reason}); '
-                'a rolled-back file does not come back by an update: export a new one'
+                f'file sha256 {sha[:16]}... was rolled back as version {version}{when} '
+                f'({reason}); a rolled-back file does not come back by an update: export a new one'
             )
         return ''
 
@@ -467,7 +480,7 @@ class PolicySwitch:
         with self._lock:
             staged, self._staged = self._staged, None
             rollback, self._rollback = self._rollback, ''
-        events = []
+            events, self._notes = self._notes, []
         if staged is not None and (rollback or staged[4] is not controller.policy):
             why = (
                 'dropped: a rollback was requested at the same tick'
@@ -478,7 +491,7 @@ class PolicySwitch:
             events.append(('warning', f'policy update {staged[0].version} {why}'))
             staged = None
         if staged is not None and not rollback:
-            why = self.refusal(staged[0])  # a swap or rollback came after its validation
+            why = self.refusal(staged[0], record=False)  # a rollback after its validation
             if why:
                 self._reject(staged[0].version, why)
                 events.append(('warning', f'policy update {staged[0].version} refused: {why}'))
@@ -507,6 +520,7 @@ class PolicySwitch:
         policy, version, sha = self.previous
         self.previous = None
         gone = (self.active_sha, controller.policy_version)  # the file rolled back
+        path = getattr(getattr(controller.policy, 'contract', None), 'path', None)
         controller.swap_policy(policy, version)
         self.monitor.swapped_at = None
         self.monitor.rewards.clear()  # the rolled-back candidate's ticks are no one's baseline
@@ -516,7 +530,25 @@ class PolicySwitch:
                 self.rolled_back[gone[0]] = (gone[1], reason[: MAX_REASON // 2])
             self.counts['rollbacks'] += 1
             self.generation += 1
+        if gone[0] is not None and path:  # the record is written off the control thread
+            args = (path, gone[0], gone[1], reason[: MAX_REASON // 2])
+            threading.Thread(target=self._record, args=args, name='rollback_record').start()
         return ('warning', f'rolled back to policy version {version}: {reason}')
+
+    def _record(self, path, sha, version, reason):
+        """Append the rollback to the record beside the file; at_tick logs how it went."""
+        normal_scheduling()
+        try:
+            where = rollback_log.record(path, sha, version, reason)
+            note = ('info', f'rollback of version {version} recorded in {where}')
+        except OSError as error:
+            note = (
+                'warning',
+                f'rollback of version {version} not recorded beside {path} ({error}): after a '
+                'restart of this node an announcement of that file would be accepted again',
+            )
+        with self._lock:
+            self._notes.append(note)
 
     def after_tick(self, controller, row, faulted, now):
         """After a control step: record WALK observations and rewards; automatic rollback."""
