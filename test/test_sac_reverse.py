@@ -85,11 +85,18 @@ def test_the_clamp_and_the_skip_are_covered():
 
 @pytest.mark.parametrize(
     'overrides',
-    [dict(critic_layer_norm=True), dict(matmul_dtype='bfloat16'), dict(activation='elu')],
+    [
+        dict(critic_layer_norm=True),
+        dict(matmul_dtype='bfloat16'),
+        dict(critic_hidden=()),  # the action's gradient would have no hidden layer to pass
+        dict(activation='elu'),
+    ],
 )
 def test_configurations_the_passes_do_not_cover_keep_autograd(overrides):
     sac = SAC(OBS, [0.0] * ACT, [1.0] * ACT, SACConfig(**overrides))
     assert sac.reverse == (overrides == dict(activation='elu'))
+    metrics = sac.update(batch(0), torch.Generator().manual_seed(0))
+    assert float(metrics['skipped']) == 0.0 and float(metrics['actor_updates']) == 1.0
 
 
 def test_the_lean_fused_step_equals_torch_adam_and_skips_on_found_inf():

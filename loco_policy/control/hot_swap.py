@@ -374,6 +374,11 @@ class PolicySwitch:
         # not bring one back (the signature covers the bytes, not the version beside them)
         self.rolled_back = {}
         self._notes = []  # (level, text) from the rollback record's writer: at_tick's events
+        self._records = queue.SimpleQueue()  # rollbacks to record: put() never blocks a tick
+        self._recorder = threading.Thread(
+            target=self._record_rollbacks, name='rollback_record', daemon=True
+        )
+        self._recorder.start()
         self.counts = {'accepted': 0, 'rejected': 0, 'rollbacks': 0}
         self.last_rejection = None  # {version, reason}
         self.generation = 0  # counts every acceptance, rejection and rollback (status changes)
@@ -421,7 +426,10 @@ class PolicySwitch:
             except Exception as error:  # a validator bug must not take the node down
                 self._reject(version, f'validation failed: {error!r}')
                 continue
-            refused = self.refusal(staged[0])
+            try:
+                refused = self.refusal(staged[0])
+            except Exception as error:  # e.g. a record that cannot be parsed: refuse, go on
+                refused = f'rollback record check failed: {error!r}'
             if refused:
                 self._reject(version, refused)
                 continue
@@ -462,9 +470,11 @@ class PolicySwitch:
         return ''
 
     def close(self):
-        """Stop the worker thread."""
+        """Stop the worker threads (a rollback still being recorded gets 5 s)."""
         self._queue.put(None)
+        self._records.put(None)
         self._worker.join(timeout=5.0)
+        self._recorder.join(timeout=5.0)
 
     def request_rollback(self):
         """Ask for the previous policy at the next tick; (accepted, message)."""
@@ -530,25 +540,30 @@ class PolicySwitch:
                 self.rolled_back[gone[0]] = (gone[1], reason[: MAX_REASON // 2])
             self.counts['rollbacks'] += 1
             self.generation += 1
-        if gone[0] is not None and path:  # the record is written off the control thread
-            args = (path, gone[0], gone[1], reason[: MAX_REASON // 2])
-            threading.Thread(target=self._record, args=args, name='rollback_record').start()
+        if gone[0] is not None and path:  # recorded by the writer thread, off this one
+            self._records.put((path, gone[0], gone[1], reason[: MAX_REASON // 2]))
         return ('warning', f'rolled back to policy version {version}: {reason}')
 
-    def _record(self, path, sha, version, reason):
-        """Append the rollback to the record beside the file; at_tick logs how it went."""
+    def _record_rollbacks(self):
+        """Writer thread: append each rollback to the record beside its file; at_tick logs it."""
         normal_scheduling()
-        try:
-            where = rollback_log.record(path, sha, version, reason)
-            note = ('info', f'rollback of version {version} recorded in {where}')
-        except OSError as error:
-            note = (
-                'warning',
-                f'rollback of version {version} not recorded beside {path} ({error}): after a '
-                'restart of this node an announcement of that file would be accepted again',
-            )
-        with self._lock:
-            self._notes.append(note)
+        while True:
+            item = self._records.get()
+            if item is None:
+                return
+            path, sha, version, reason = item
+            try:
+                where = rollback_log.record(path, sha, version, reason)
+                note = ('info', f'rollback of version {version} recorded in {where}')
+            except Exception as error:  # OSError mostly; the writer must outlive any of them
+                note = (
+                    'warning',
+                    f'rollback of version {version} may not be recorded beside {path} '
+                    f'({error!r}): after a restart of this node an announcement of that file '
+                    'could be accepted again',
+                )
+            with self._lock:
+                self._notes.append(note)
 
     def after_tick(self, controller, row, faulted, now):
         """After a control step: record WALK observations and rewards; automatic rollback."""

@@ -38,9 +38,12 @@ def record(policy_path: str, sha256: str, version: int, reason: str) -> str:
         'file': os.path.basename(policy_path),
         'time': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
     }) + '\n'  # fmt: skip
+    data = line.encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line.encode())
+        written = os.write(fd, data)
+        if written != len(data):  # a full disk: the torn line is skipped by find()
+            raise OSError(f'{written} of {len(data)} bytes written')
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -65,7 +68,7 @@ def find(policy_path: str, sha256: str) -> dict | None:
     for line in text.splitlines():
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # torn, or nested beyond the parser's depth
             continue
         if isinstance(entry, dict) and entry.get('sha256') == sha256:
             found = entry
