@@ -17,6 +17,7 @@ Prints a table and one JSON object as the last line. Needs the bench requirement
 (requirements/bench.txt: stable-baselines3).
 """
 
+import copy
 from dataclasses import replace
 import json
 import multiprocessing
@@ -238,6 +239,10 @@ def learner_speed(env_id: str, seconds: float) -> dict:
         other_cfg = replace(cfg, matmul_dtype=other)
         twin = SAC(kw['obs_dim'], kw['action_bias'], kw['action_scale'], other_cfg)
         learners['loco_' + _name(twin.matmul_dtype)] = updates(twin)
+    if sac.reverse:  # what the hand-written reverse passes buy: the same learner on autograd
+        autograd = copy.deepcopy(sac)
+        autograd.reverse = False
+        learners['loco_autograd'] = updates(autograd)
     elapsed, calls = dict.fromkeys(learners, 0.0), dict.fromkeys(learners, 0)
     for step in learners.values():
         step(20)  # warm-up
