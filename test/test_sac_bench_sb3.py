@@ -26,6 +26,8 @@ def test_side_by_side_run_prints_a_table_and_json(tmp_path, monkeypatch):
     assert speed['loco'] > 0 and speed['sb3'] > 0
     assert speed['ratio'] == pytest.approx(speed['loco'] / speed['sb3'], rel=1e-2)
     assert speed['loco_autograd'] > 0  # the same learner without its reverse passes, beside it
+    assert speed['floor'] > 0 and speed['ratio_floor'] > 0  # its products alone
+    assert any('products alone' in line for line in lines)
     runs = result['runs']
     assert sorted(r['impl'] for r in runs) == ['loco', 'sb3']
     for run in runs:

@@ -28,6 +28,7 @@ import time
 import numpy as np
 import torch
 
+from loco_train.bench.sac_floor import products_only
 from loco_train.policy.atomic_io import append_json_line, read_json_lines
 
 IMPLEMENTATIONS = ('loco', 'sb3')
@@ -243,6 +244,8 @@ def learner_speed(env_id: str, seconds: float) -> dict:
         autograd = copy.deepcopy(sac)
         autograd.reverse = False
         learners['loco_autograd'] = updates(autograd)
+        # the update's products and activations alone: what no float32 learner here can pass
+        learners['floor'] = products_only(sac, cfg.batch_size)
     elapsed, calls = dict.fromkeys(learners, 0.0), dict.fromkeys(learners, 0)
     for step in learners.values():
         step(20)  # warm-up
@@ -258,7 +261,7 @@ def learner_speed(env_id: str, seconds: float) -> dict:
     rates = {name: round(calls[name] / elapsed[name], 1) for name in learners}
     rates['ratio'] = round(rates['loco'] / rates['sb3'], 3)
     rates['matmul_dtype'] = _name(sac.matmul_dtype)
-    for name in [n for n in rates if n.startswith('loco_')]:
+    for name in [n for n in rates if n.startswith('loco_') or n == 'floor']:
         rates['ratio_' + name.removeprefix('loco_')] = round(rates[name] / rates['sb3'], 3)
     return rates
 
@@ -358,7 +361,12 @@ def run(args) -> int:
             f'learner at SB3 defaults on {envs[0]}, {args.threads} torch thread(s): '
             f'loco {speed["loco"]} updates/s ({speed["matmul_dtype"]} products'
             + ''.join(f', {v} in {k[5:]}' for k, v in speed.items() if k.startswith('loco_'))
-            + f'), sb3 {speed["sb3"]} updates/s ({speed["ratio"]}x)',
+            + f'), sb3 {speed["sb3"]} updates/s ({speed["ratio"]}x)'
+            + (
+                f'; products alone {speed["floor"]} /s ({speed["ratio_floor"]}x)'
+                if 'floor' in speed
+                else ''
+            ),  # fmt: skip
             flush=True,
         )
     cases = [
