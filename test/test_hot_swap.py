@@ -329,6 +329,15 @@ def wait_for(predicate, seconds=5.0):
     return predicate()
 
 
+def swap_in(switch, controller, path, version, now):
+    """Announce path as version, wait until validated, and swap it in at a tick at `now`."""
+    switch.submit(announce(path, version=version))
+    assert wait_for(lambda: switch._staged is not None)
+    events = switch.at_tick(controller, now)
+    assert controller.policy_version == version, events
+    return events
+
+
 def test_a_candidate_checked_against_a_policy_no_longer_running_is_not_swapped_in(
     tmp_path, key_file, active
 ):
@@ -365,10 +374,7 @@ def test_a_rolled_back_file_does_not_come_back_by_an_update(tmp_path, key_file, 
     controller, switch = walking_switch(active, key_file)
     try:
         u1 = write_random_policy(tmp_path / 'u1.onnx', weight_scale=0.01, seed=1)
-        switch.submit(announce(u1, version=7))
-        assert wait_for(lambda: switch._staged is not None)
-        switch.at_tick(controller, 1.0)
-        assert controller.policy_version == 7
+        swap_in(switch, controller, u1, 7, 1.0)
         switch.after_tick(controller, None, True, 1.1)  # a fault: rolled back to the start policy
         assert controller.policy is active and switch.counts['rollbacks'] == 1
         switch.submit(announce(u1, version=8))  # the same signed file, a higher version
@@ -378,14 +384,8 @@ def test_a_rolled_back_file_does_not_come_back_by_an_update(tmp_path, key_file, 
         events = switch.at_tick(controller, 2.0)  # at most the note that the record was written
         assert all('recorded' in text for _, text in events) and controller.policy is active
         u2 = write_random_policy(tmp_path / 'u2.onnx', weight_scale=0.01, seed=2)
-        switch.submit(announce(u2, version=10))  # a new file is taken
-        assert wait_for(lambda: switch._staged is not None)
-        switch.at_tick(controller, 3.0)
-        assert controller.policy_version == 10
-        switch.submit(announce(active.contract.path, version=11))  # replaced, not rolled back
-        assert wait_for(lambda: switch._staged is not None)
-        switch.at_tick(controller, 4.0)
-        assert controller.policy_version == 11
+        swap_in(switch, controller, u2, 10, 3.0)  # a new file is taken
+        swap_in(switch, controller, active.contract.path, 11, 4.0)  # replaced, not rolled back
     finally:
         switch.close()
 
@@ -401,9 +401,7 @@ def test_a_rollback_is_recorded_beside_the_file_and_refused_after_a_restart(
     u1 = write_random_policy(candidates / 'u1.onnx', weight_scale=0.01, seed=1)
     controller, switch = walking_switch(active, key_file)
     try:
-        switch.submit(announce(u1, version=7))
-        assert wait_for(lambda: switch._staged is not None)
-        switch.at_tick(controller, 1.0)
+        swap_in(switch, controller, u1, 7, 1.0)
         switch.after_tick(controller, None, True, 1.1)  # a fault: rolled back
         assert controller.policy is active
         record = candidates / rollback_log.LOG_NAME
@@ -424,10 +422,7 @@ def test_a_rollback_is_recorded_beside_the_file_and_refused_after_a_restart(
         reason = switch.status()['updates']['last_rejection']['reason']
         assert 'was rolled back as version 7 at ' in reason and rollback_log.LOG_NAME in reason
         u2 = write_random_policy(candidates / 'u2.onnx', weight_scale=0.01, seed=2)
-        switch.submit(announce(u2, version=10))  # another file of the same directory is taken
-        assert wait_for(lambda: switch._staged is not None)
-        switch.at_tick(controller, 3.0)
-        assert controller.policy_version == 10
+        swap_in(switch, controller, u2, 10, 3.0)  # another file of the same directory is taken
     finally:
         switch.close()
 
@@ -446,9 +441,7 @@ def test_an_unwritable_record_is_reported_and_an_unreadable_one_refuses(
         reason = switch.status()['updates']['last_rejection']['reason']
         assert 'unreadable' in reason  # fail closed: the record may list this file
         os.rmdir(tmp_path / rollback_log.LOG_NAME)
-        switch.submit(announce(u1, version=8))
-        assert wait_for(lambda: switch._staged is not None)
-        switch.at_tick(controller, 1.0)
+        swap_in(switch, controller, u1, 8, 1.0)
         (tmp_path / rollback_log.LOG_NAME).mkdir()
         switch.after_tick(controller, None, True, 1.1)  # rolled back; the record cannot be written
         assert controller.policy is active

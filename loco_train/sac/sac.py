@@ -323,15 +323,22 @@ class SAC:
         # would be regression noise of the size of late TD errors.
         with torch.no_grad(), torch.autocast(self.device.type, enabled=False):
             s, s_next = self.normalize(obs), self.normalize(next_obs)  # (B, o)
-            # V(s~) = min_i Q_thetabar_i(s~, a~) - alpha log pi(a~|s~), a~ ~ pi(.|s~): (B,)
             a_next, log_pi_next = self.actor.sample(s_next, eps=eps_next)
-            V_next = self.critic_target.min_q(s_next, a_next) - alpha * log_pi_next
-            # Q_target = sum_k gamma^k S_k r_{t+k} + gamma^n_eff (1 - terminated) V(s~): (B,)
-            Q_target = reward + discount * (1.0 - terminated) * V_next
+            Q_target = self.q_target(
+                reward, discount, terminated, s_next, a_next, log_pi_next, alpha
+            )
         # J_Q = 1/N sum_i E[(Q_theta_i(s, a) - Q_target)^2]; Q (N, B), all members in one pass.
         Q = self.critic(s, action)
         J_Q = ((Q - Q_target) ** 2).mean(dim=1).mean()
         return J_Q, s, Q.detach().mean(), Q_target.mean()
+
+    def q_target(self, reward, discount, terminated, s_next, a_next, log_pi_next, alpha):
+        """Q_target = sum_k gamma^k S_k r_{t+k} + gamma^n_eff (1 - terminated) V(s~): (B,).
+
+        V(s~) = min_i Q_thetabar_i(s~, a~) - alpha log pi(a~|s~), with a~ ~ pi(.|s~) given.
+        """
+        V_next = self.critic_target.min_q(s_next, a_next) - alpha * log_pi_next  # (B,)
+        return reward + discount * (1.0 - terminated) * V_next
 
     @torch.no_grad()
     def critic_loss_and_gradient(
@@ -354,8 +361,7 @@ class SAC:
                 torch.cat([eps_next, eps_actor]),
             )  # fmt: skip
             a_next, log_pi_next, actor_pass = both.action[:B], both.log_pi[:B], both.rows(B)
-        V_next = self.critic_target.min_q(s_next, a_next) - alpha * log_pi_next  # (B,)
-        Q_target = reward + discount * (1.0 - terminated) * V_next  # (B,)
+        Q_target = self.q_target(reward, discount, terminated, s_next, a_next, log_pi_next, alpha)
         forward = CriticPass(self.critic, self.cfg.activation, s, action)
         error = forward.q - Q_target  # (N, B)
         J_Q = (error**2).mean(dim=1).mean()
