@@ -17,7 +17,6 @@ Prints a table and one JSON object as the last line. Needs the bench requirement
 (requirements/bench.txt: stable-baselines3).
 """
 
-import copy
 from dataclasses import replace
 import json
 import multiprocessing
@@ -233,15 +232,24 @@ def learner_speed(env_id: str, seconds: float) -> dict:
 
     model = _filled_sb3(env_id, 5_000, rng)
     learners = {'loco': updates(sac), 'sb3': lambda n: model.train(n, 256)}
+
+    def twin(**overrides) -> SAC:
+        """The same learner with other settings, from the same weights."""
+        kw = sac.actor_kwargs
+        other = SAC(kw['obs_dim'], kw['action_bias'], kw['action_scale'], replace(cfg, **overrides))
+        other.load_state_dict(sac.state_dict())
+        return other
+
     # The same learner in the other precision this CPU runs natively, beside the default.
     other = 'float32' if sac.matmul_dtype != torch.float32 else 'auto'
     if resolve(other, 'cpu') != sac.matmul_dtype:
-        kw = sac.actor_kwargs
-        other_cfg = replace(cfg, matmul_dtype=other)
-        twin = SAC(kw['obs_dim'], kw['action_bias'], kw['action_scale'], other_cfg)
-        learners['loco_' + _name(twin.matmul_dtype)] = updates(twin)
-    if sac.reverse:  # what the hand-written reverse passes buy: the same learner on autograd
-        autograd = copy.deepcopy(sac)
+        bf = twin(matmul_dtype=other, compile=False)
+        learners['loco_' + _name(bf.matmul_dtype)] = updates(bf)
+    if sac.reverse:
+        if cfg.compile:  # what the compiled graph buys: the same update run eagerly
+            learners['loco_eager'] = updates(twin(compile=False))
+        # what the hand-written reverse passes buy: the same learner on autograd
+        autograd = twin(compile=False)
         autograd.reverse = False
         learners['loco_autograd'] = updates(autograd)
         # the update's products and activations alone: what no float32 learner here can pass

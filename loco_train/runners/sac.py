@@ -13,6 +13,7 @@ update exactly as one process with all N environments would. Rank 0 logs and che
 
 from collections import deque
 from dataclasses import asdict, dataclass, field
+import argparse
 import json
 import math
 import os
@@ -102,7 +103,8 @@ class SACRunner:
             if count != env.num_envs:
                 raise ValueError(f'rank {self.ranks.rank} has {env.num_envs} envs, not {count}')
             if config.sac.compile:  # each rank's part of a batch changes size every update
-                raise ValueError('--compile is not supported under torchrun')
+                distributed.main_print('torchrun: the SAC update runs eagerly (no --compile)')
+                config.sac.compile = False
             if config.sac.cuda_graphs:  # the same, and the gradients' all-reduce is not captured
                 raise ValueError('--cuda-graphs is not supported under torchrun')
             if config.sac.batch_size < 16 * K:
@@ -571,6 +573,7 @@ PRESETS = {
         'sac.sigma0': 1.0,
         'sac.log_sigma_bounds': (-20.0, 2.0),
         'sac.max_grad_norm': None,
+        'sac.compile': True,
     },
     # ANYmal velocity tracking: RSL-RL-SAC's flat-terrain settings scaled to one CPU core (512
     # environments, [256, 128, 64] SiLU, n-step 5, gamma 0.97, tau 0.003, lr 2e-4 and 2e-5 for
@@ -660,7 +663,10 @@ def add_arguments(parser) -> None:
         help='1: layer normalisation before each hidden activation of the critics (default 0)',
     )
     parser.add_argument(
-        '--compile', action='store_true', help='torch.compile the critic and actor losses'
+        '--compile',
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help='torch.compile the update (default: the --env preset; off without one)',
     )
     parser.add_argument(
         '--cuda-graphs',
@@ -688,8 +694,8 @@ def config_from_args(args) -> RunnerConfig:
     for flag, attr in ARGUMENTS.items():
         if getattr(args, flag) is not None:
             set_option(cfg, attr, getattr(args, flag))
-    if getattr(args, 'compile', False):
-        cfg.sac.compile = True
+    if getattr(args, 'compile', None) is not None:
+        cfg.sac.compile = bool(args.compile)
     if getattr(args, 'cuda_graphs', False):
         cfg.sac.cuda_graphs = True
     if getattr(args, 'overlap', None) is not None:

@@ -59,7 +59,6 @@ def supports(config, critic: QEnsemble) -> bool:
         and hidden
         and config.activation in FORWARD
         and not config.critic_layer_norm
-        and not config.compile
     )
 
 

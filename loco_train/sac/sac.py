@@ -13,6 +13,7 @@ from torch import nn
 from loco_train.policy.normalizer import EmpiricalNormalizer
 from loco_train.sac.actor import SquashedGaussianActor
 from loco_train.sac.batch import Batch
+from loco_train.sac.compiled import CompiledUpdate
 from loco_train.sac.critic import make_target, polyak_update, QEnsemble
 from loco_train.sac.graphs import GraphedUpdate
 from loco_train.sac.precision import matmul_autocast, resolve
@@ -67,7 +68,9 @@ class SACConfig:
     normalize_obs: bool = True
     """Normalise observations with the running EmpiricalNormalizer (exported with the actor)."""
     compile: bool = False
-    """torch.compile the critic and actor losses (forward and backward); eager if it fails."""
+    """torch.compile the update: the whole update as one graph where the reverse passes cover
+    the networks (loco_train.sac.compiled), else the critic and actor losses with autograd;
+    eager if compiling fails."""
     cuda_graphs: bool = False
     """Replay update() from captured CUDA graphs (loco_train.sac.graphs): CUDA only, float32
     products, one batch size; a GPU update is otherwise bound by its ~330 kernel launches."""
@@ -214,10 +217,6 @@ class SAC:
         self._share = 1.0  # B_r / B_total of the batch being updated on
         self._skipped = torch.zeros((), device=self.device)  # rejected batches, on the device
         self.matmul_dtype = resolve(config.matmul_dtype, self.device)
-        self._critic_loss, self._actor_loss = self.critic_loss, self.actor_loss
-        if config.compile:
-            self._critic_loss = compiled_or_eager(self.critic_loss)
-            self._actor_loss = compiled_or_eager(self.actor_loss)
         self._graphed = GraphedUpdate(self) if config.cuda_graphs else None
         # The hand-written reverse passes (loco_train.sac.reverse) where they cover the networks;
         # autograd otherwise, and for CUDA graphs, whose capture is tested with autograd.
@@ -226,6 +225,13 @@ class SAC:
             and self.matmul_dtype == torch.float32
             and not config.cuda_graphs
         )
+        self._critic_loss, self._actor_loss = self.critic_loss, self.actor_loss
+        self._compiled = None
+        if config.compile and self.reverse:
+            self._compiled = CompiledUpdate(self)
+        elif config.compile:
+            self._critic_loss = compiled_or_eager(self.critic_loss)
+            self._actor_loss = compiled_or_eager(self.actor_loss)
 
     @property
     def num_skipped(self) -> int:
@@ -271,17 +277,23 @@ class SAC:
         with_actor = self.num_calls % self.cfg.actor_update_interval == 0
         if self._graphed is not None:
             return self._graphed(batch, generator, with_actor)
+        if self._compiled is not None:
+            return self._compiled(batch.to(self.device), generator, with_actor)
         return self._update_body(batch.to(self.device), generator, with_actor)
 
-    def _update_body(self, batch: Batch, generator, with_actor: bool) -> dict:
-        """The update of one call, on a batch on the device (what a CUDA graph captures)."""
+    def _update_body(self, batch: Batch, generator, with_actor: bool, eps=None) -> dict:
+        """The update of one call, on a batch on the device (what a CUDA graph captures).
+
+        eps (2, B, d): the noise of a~ and a, if the caller drew it (else drawn here).
+        """
         alpha = self.alpha
         # eps~ for a~ ~ pi(.|s~) and eps for a ~ pi(.|s): (2, B, d), drawn outside compiled code.
         # A rank's part of a global batch draws the global noise and keeps its own rows.
         B, d = batch.action.shape
         part = batch.part
         total = B if part is None else part.total
-        eps = torch.randn(2, total, d, generator=generator, device=self.device)
+        if eps is None:
+            eps = torch.randn(2, total, d, generator=generator, device=self.device)
         if part is not None:
             eps = eps[:, part.rows]
         self._share = B / total

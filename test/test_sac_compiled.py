@@ -1,0 +1,118 @@
+"""The compiled SAC update (loco_train.sac.compiled) against the eager update it replaces."""
+
+import math
+import warnings
+
+import pytest
+import torch
+
+from loco_train.sac import Batch, SAC, SACConfig
+from loco_train.sac.batch import BatchPart
+
+OBS, ACT, B = 7, 3, 64
+
+
+def batch(seed, nan=None):
+    g = torch.Generator().manual_seed(seed)
+    data = dict(
+        obs=torch.randn(B, OBS, generator=g) * 2,
+        action=torch.rand(B, ACT, generator=g) * 2 - 1,
+        reward=torch.randn(B, generator=g),
+        next_obs=torch.randn(B, OBS, generator=g) * 2,
+        terminated=(torch.rand(B, generator=g) < 0.1).float(),
+        discount=torch.full((B,), 0.97),
+    )
+    if nan is not None:
+        data[nan].view(-1)[5] = math.nan
+    return Batch(**data)
+
+
+def pair(**overrides):
+    """(SAC with the compiled update, its eager twin with the same weights)."""
+    torch.manual_seed(0)
+    cfg = dict(actor_hidden=(32, 16), critic_hidden=(32, 16), activation='silu') | overrides
+    compiled = SAC(OBS, [0.2, 0.0, -0.1], [0.5, 1.0, 2.0], SACConfig(compile=True, **cfg))
+    compiled.normalizer.update(torch.randn(500, OBS) * 2 + 1)
+    eager = SAC(OBS, [0.2, 0.0, -0.1], [0.5, 1.0, 2.0], SACConfig(**cfg))
+    eager.load_state_dict(compiled.state_dict())
+    assert compiled._compiled is not None and eager._compiled is None and eager.reverse
+    return compiled, eager
+
+
+def state(sac):
+    modules = (sac.actor, sac.critic, sac.critic_target)
+    tensors = [p.detach() for m in modules for p in m.parameters()] + [sac.log_alpha.detach()]
+    for optim in (sac.critic_optim, sac.actor_optim, sac.alpha_optim):
+        for s in optim.state.values():
+            tensors += [s['exp_avg'], s['exp_avg_sq'], s['step']]
+    return tensors
+
+
+def assert_same(compiled, eager):
+    for a, b in zip(state(compiled), state(eager), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    assert compiled.num_skipped == eager.num_skipped
+
+
+def test_compiled_updates_equal_the_eager_ones():
+    # 3 critics, a delayed actor (both graphs), a clip that cuts, a NaN batch that is skipped
+    compiled, eager = pair(num_critics=3, actor_update_interval=2, max_grad_norm=0.5)
+    graphs = torch._dynamo.utils.counters['stats']['unique_graphs']
+    g_compiled, g_eager = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    clipped = 0
+    for i in range(12):
+        data = batch(i, nan='next_obs' if i == 6 else None)
+        m_compiled, m_eager = compiled.update(data, g_compiled), eager.update(data, g_eager)
+        assert m_compiled.keys() == m_eager.keys()
+        for key in m_compiled:
+            want = float(m_eager[key])
+            assert float(m_compiled[key]) == pytest.approx(want, rel=1e-4, abs=1e-6), (i, key)
+        clipped += float(m_eager['grad_norm/critic']) > 0.5
+    assert torch._dynamo.utils.counters['stats']['unique_graphs'] >= graphs + 2
+    assert compiled._compiled.failed is None
+    assert clipped > 0 and eager.num_skipped == 1
+    assert_same(compiled, eager)
+
+
+def test_after_a_load_and_an_lr_change_it_still_matches():
+    compiled, eager = pair()
+    g_compiled, g_eager = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    for i in range(3):
+        compiled.update(batch(i), g_compiled), eager.update(batch(i), g_eager)
+    # a resume: new optimiser state tensors, which the graph must use, not the old ones
+    restored = SAC(OBS, [0.2, 0.0, -0.1], [0.5, 1.0, 2.0], compiled.cfg)
+    restored.load_state_dict(compiled.state_dict())
+    for sac in (restored, eager):
+        for group in sac.actor_optim.param_groups:
+            group['lr'] = 1e-2
+    for i in range(3, 6):
+        restored.update(batch(i), g_compiled), eager.update(batch(i), g_eager)
+    assert_same(restored, eager)
+
+
+def test_a_ranks_part_runs_eagerly():
+    compiled, eager = pair()
+    g_compiled, g_eager = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    compiled.update(batch(0), g_compiled), eager.update(batch(0), g_eager)
+    full = batch(1)
+    rows = torch.arange(0, B, 2)
+    part = Batch(**{n: getattr(full, n)[rows] for n in Batch.tensor_fields()})
+    part.part = BatchPart(rows, B)
+    compiled.update(part, g_compiled), eager.update(part, g_eager)
+    assert_same(compiled, eager)
+
+
+def test_a_failed_compile_warns_and_keeps_learning(monkeypatch):
+    import torch._inductor.config as inductor
+
+    monkeypatch.setattr(inductor, 'fx_graph_cache', False)
+    monkeypatch.setattr(inductor.cpp, 'cxx', ('/nonexistent/c++',))
+    compiled, eager = pair(critic_hidden=(24, 8))  # shapes no earlier test compiled
+    g_compiled, g_eager = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        for i in range(3):
+            compiled.update(batch(i), g_compiled), eager.update(batch(i), g_eager)
+    assert compiled._compiled.failed is not None
+    assert sum('running it eagerly' in str(w.message) for w in caught) == 1
+    assert_same(compiled, eager)
