@@ -236,7 +236,8 @@ def learner_speed(env_id: str, seconds: float) -> dict:
     def twin(**overrides) -> SAC:
         """The same learner with other settings, from the same weights."""
         kw = sac.actor_kwargs
-        other = SAC(kw['obs_dim'], kw['action_bias'], kw['action_scale'], replace(cfg, **overrides))
+        other_cfg = replace(cfg, **overrides)
+        other = SAC(kw['obs_dim'], kw['action_bias'], kw['action_scale'], other_cfg)
         other.load_state_dict(sac.state_dict())
         return other
 

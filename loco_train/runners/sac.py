@@ -11,9 +11,9 @@ draws the same global batch indices and noise and learns on its own part of them
 update exactly as one process with all N environments would. Rank 0 logs and checkpoints.
 """
 
+import argparse
 from collections import deque
 from dataclasses import asdict, dataclass, field
-import argparse
 import json
 import math
 import os

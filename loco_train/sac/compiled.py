@@ -28,7 +28,7 @@ class CompiledUpdate:
 
     def __init__(self, sac):
         if not sac.reverse:
-            raise ValueError('the compiled update needs the reverse passes (loco_train.sac.reverse)')
+            raise ValueError('the compiled update needs the reverse passes (sac.reverse)')
         self.sac = sac
         self.graph = torch.compile(self.body, dynamic=False)
         self.failed = None  # the compile error, once one happened: every update is eager since
@@ -55,7 +55,8 @@ class CompiledUpdate:
         except TorchDynamoException as error:
             self.failed = error
             reason = ' '.join(str(error).split())[:400]  # its first lines: the cause, not the log
-            warnings.warn(f'torch.compile of the SAC update failed, running it eagerly: {reason}')
+            message = f'torch.compile of the SAC update failed, running it eagerly: {reason}'
+            warnings.warn(message, stacklevel=3)
             return sac._update_body(batch, generator, with_actor, eps)
 
     def body(self, fields, eps, lr, states, with_actor: bool) -> dict:
