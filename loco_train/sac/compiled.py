@@ -152,4 +152,3 @@ def adam_state(optim: torch.optim.Optimizer):
         [s['step'] for s in states],
         constants,
     )
-

@@ -54,12 +54,7 @@ def supports(config, critic: QEnsemble) -> bool:
     """True when the hand-written passes cover these networks (float32 products: the caller's)."""
     plain = all(isinstance(m, (EnsembleLinear, *ACTIVATION_MODULES)) for m in critic.net)
     hidden = sum(isinstance(m, EnsembleLinear) for m in critic.net) > 1  # da needs a hidden layer
-    return (
-        plain
-        and hidden
-        and config.activation in FORWARD
-        and not config.critic_layer_norm
-    )
+    return plain and hidden and config.activation in FORWARD and not config.critic_layer_norm
 
 
 class CriticPass:
