@@ -8,6 +8,7 @@ DIR --ppo-run DIR` read their TensorBoard logs (loco_train.experiments.compare) 
 steps each took to reach `--fraction` of PPO's final return; without them it is not measured.
 """
 
+import argparse
 from dataclasses import replace
 import json
 import os
@@ -27,7 +28,10 @@ def add_arguments(parser) -> None:
     parser.add_argument('--threads', type=int, default=1, help='torch threads (0: default)')
     parser.add_argument('--skip-preset', action='store_true', help='only the default config')
     parser.add_argument(
-        '--compile', action='store_true', help='torch.compile the losses (SACConfig.compile)'
+        '--compile',
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help='torch.compile the update (SACConfig.compile; default: off, the preset its own)',
     )
     parser.add_argument(
         '--cuda-graphs',
@@ -238,9 +242,9 @@ cfg.learning_starts, cfg.log_dir = cfg.num_envs, tempfile.mkdtemp()
 torch.manual_seed(0)
 env = make_env('anymal', cfg.num_envs, 'cpu', 0)
 runner = SACRunner(env, cfg)
-cfg.total_steps = cfg.num_envs  # one row of transitions, no update yet
-runner.learn()
-cfg.total_steps = cfg.num_envs * (1 + {steps})
+cfg.total_steps = cfg.num_envs * 3  # a row of transitions, then 2 steps of updates: warm-up
+runner.learn()  # (a compiled update compiles here)
+cfg.total_steps = cfg.num_envs * (3 + {steps})
 start = time.perf_counter()
 runner.learn()
 seconds = time.perf_counter() - start
@@ -276,12 +280,12 @@ def run(args) -> int:
     try:
         torch.set_num_threads(args.threads or threads)
         used_threads = torch.get_num_threads()
-        base = SACConfig(compile=args.compile, cuda_graphs=args.cuda_graphs)
+        base = SACConfig(compile=bool(args.compile), cuda_graphs=args.cuda_graphs)
         cases = [measure('default', base, args.seconds, args.device, args.profile)]
         if not args.skip_preset:
-            preset = replace(
-                anymal_preset_config(), compile=args.compile, cuda_graphs=args.cuda_graphs
-            )
+            preset = anymal_preset_config()
+            compiled = preset.compile if args.compile is None else args.compile
+            preset = replace(preset, compile=compiled, cuda_graphs=args.cuda_graphs)
             cases.append(measure('anymal_preset', preset, args.seconds, args.device, args.profile))
     finally:
         torch.set_num_threads(threads)

@@ -598,6 +598,7 @@ PRESETS = {
         'sac.sigma0': 0.15,
         'sac.batch_size': 2048,
         'sac.utd_ratio': 1 / 128,
+        'sac.compile': True,
         'threads': 1,
         'overlap': True,
         'env.reward': ('feet_air_time=0.125',),  # before any --reward given
