@@ -201,11 +201,16 @@ def test_gymnasium_ids_get_the_sb3_like_preset_and_pendulum_its_own():
     assert hopper.sac.critic_hidden == (256, 256) and hopper.sac.critic_lr == 3e-4
     assert hopper.learning_starts == hopper.random_steps == 100 and hopper.overlap
     assert hopper.sac.matmul_dtype == 'float32'  # the default SB3 is compared against
+    assert hopper.sac.compile  # the compiled update (loco_train.sac.compiled)
     pendulum = sac_runner.config_from_args(parser.parse_args(['--env', 'gymnasium:Pendulum-v1']))
     assert pendulum.num_envs == 4 and pendulum.sac.utd_ratio == 0.25 and pendulum.overlap
+    assert not pendulum.sac.compile
     flags = ['--env', 'gymnasium:Hopper-v5', '--utd-ratio', '0.5', '--overlap', '0']
-    tuned = sac_runner.config_from_args(parser.parse_args(flags))
+    tuned = sac_runner.config_from_args(parser.parse_args([*flags, '--no-compile']))
     assert tuned.sac.utd_ratio == 0.5 and not tuned.overlap and tuned.num_envs == 1
+    assert not tuned.sac.compile
+    flagged = sac_runner.config_from_args(parser.parse_args(['--env', 'x', '--compile']))
+    assert flagged.sac.compile
 
 
 def test_hidden_and_lr_flags_override_the_anymal_preset():
