@@ -1,6 +1,5 @@
 """The compiled SAC update (loco_train.sac.compiled) against the eager update it replaces."""
 
-import math
 import warnings
 
 import pytest
@@ -8,23 +7,7 @@ import torch
 
 from loco_train.sac import Batch, SAC, SACConfig
 from loco_train.sac.batch import BatchPart
-
-OBS, ACT, B = 7, 3, 64
-
-
-def batch(seed, nan=None):
-    g = torch.Generator().manual_seed(seed)
-    data = dict(
-        obs=torch.randn(B, OBS, generator=g) * 2,
-        action=torch.rand(B, ACT, generator=g) * 2 - 1,
-        reward=torch.randn(B, generator=g),
-        next_obs=torch.randn(B, OBS, generator=g) * 2,
-        terminated=(torch.rand(B, generator=g) < 0.1).float(),
-        discount=torch.full((B,), 0.97),
-    )
-    if nan is not None:
-        data[nan].view(-1)[5] = math.nan
-    return Batch(**data)
+from test.test_sac_reverse import B, batch, OBS
 
 
 def pair(**overrides):

@@ -20,7 +20,6 @@ import torch
 from torch._dynamo.exc import TorchDynamoException
 
 from loco_train.sac.batch import Batch
-from loco_train.sac.critic import polyak_update
 
 
 class CompiledUpdate:
@@ -68,7 +67,7 @@ class CompiledUpdate:
         sac = self.sac
         obs, action, reward, next_obs, terminated, discount = fields
         alpha = sac.log_alpha.detach().exp()
-        data_ok = torch.stack([torch.isfinite(t).all() for t in fields]).all()
+        data_ok = Batch(*fields).finite()
         J_Q, s, Q_mean, Q_target_mean, grads, actor_pass = sac.critic_loss_and_gradient(
             obs, action, reward, next_obs, terminated, discount, alpha, eps[0],
             eps_actor=eps[1] if with_actor else None,
@@ -83,24 +82,10 @@ class CompiledUpdate:
         if with_actor:
             J_pi, log_pi, grads = sac.actor_loss_and_gradient(s, alpha, eps[1], actor_pass)
             actor_norm, actor_ok = self.step(states[1], lr[1], J_pi, grads, ok)
-            entropy_gap = log_pi + sac.target_entropy  # (B,)
-            J_alpha = -(sac.log_alpha.detach() * entropy_gap).mean()
-            self.step(states[2], lr[2], J_alpha, [-entropy_gap.mean()], actor_ok)
-            metrics.update({
-                'loss/actor': J_pi,
-                'loss/alpha': J_alpha,
-                'policy/entropy': -log_pi.mean(),
-                'grad_norm/actor': actor_norm,
-                'actor_updates': torch.ones((), device=sac.device),
-            })  # fmt: skip
-        polyak_update(sac.critic_target, sac.critic, sac.cfg.tau * ok)
-        skipped = (~ok).float()
-        sac._skipped += skipped
-        values = torch.where(ok, torch.stack(list(metrics.values())), 0.0)
-        metrics = dict(zip(metrics, values.unbind()))
-        metrics['alpha'] = sac.log_alpha.detach().exp()
-        metrics['skipped'] = skipped
-        return metrics
+            J_alpha, dJ_alpha = sac.alpha_loss(log_pi)
+            self.step(states[2], lr[2], J_alpha, [dJ_alpha], actor_ok)
+            metrics.update(sac.actor_metrics(J_pi, J_alpha, log_pi, actor_norm))
+        return sac._finish(metrics, ok)
 
     def step(self, state, lr, loss, grads, ok):
         """SAC._step's clip and masked Adam step on given gradients: (norm before the clip, ok)."""

@@ -318,6 +318,13 @@ class SAC:
         }
         if with_actor:
             metrics.update(self._update_actor_and_alpha(s, alpha, ok, eps[1], actor_pass))
+        return self._finish(metrics, ok)
+
+    def _finish(self, metrics: dict, ok: torch.Tensor) -> dict:
+        """The targets' Polyak step and the skip count after the steps; the metrics as returned.
+
+        ok: 0-d bool, whether the critic step was taken.
+        """
         # thetabar <- tau theta + (1 - tau) thetabar; tau -> 0 where the critic step was skipped.
         polyak_update(self.critic_target, self.critic, self.cfg.tau * ok)
         skipped = (~ok).float()
@@ -414,13 +421,19 @@ class SAC:
             self.critic.requires_grad_(True)
             grads = None
         actor_norm, ok = self._step(self.actor_optim, self.actor, J_pi, critic_ok, grads=grads)
-        # J_alpha = E[-alpha (log pi(a|s) + H_bar)], stepping log alpha.
-        entropy_gap = log_pi.detach() + self.target_entropy  # (B,)
-        J_alpha = -(self.log_alpha.detach() * entropy_gap).mean()
+        J_alpha, dJ_alpha = self.alpha_loss(log_pi)
         self._step(
-            self.alpha_optim, None, J_alpha, ok, params=[self.log_alpha],
-            grads=[-entropy_gap.mean()],
+            self.alpha_optim, None, J_alpha, ok, params=[self.log_alpha], grads=[dJ_alpha]
         )  # fmt: skip
+        return self.actor_metrics(J_pi, J_alpha, log_pi, actor_norm)
+
+    def alpha_loss(self, log_pi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """J_alpha = E[-alpha (log pi(a|s) + H_bar)] and dJ_alpha/dlog alpha, from log pi (B,)."""
+        entropy_gap = log_pi.detach() + self.target_entropy  # (B,)
+        return -(self.log_alpha.detach() * entropy_gap).mean(), -entropy_gap.mean()
+
+    def actor_metrics(self, J_pi, J_alpha, log_pi, actor_norm) -> dict:
+        """The metrics of a call that steps the actor (ACTOR_METRICS and 'actor_updates')."""
         return {
             'loss/actor': J_pi.detach(),
             'loss/alpha': J_alpha.detach(),
