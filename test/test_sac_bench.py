@@ -48,3 +48,5 @@ def test_anymal_preset_end_to_end_against_a_baseline_tree_with_this_preset():
     assert all(r['env_steps_per_s'] > 0 and r['num_envs'] == 512 for r in runs)
     assert runs[-1]['tree'] == root and runs[-1]['preset'] == 'this tree'
     assert all(r['updates'] > 0 for r in runs)  # the timed step updates, not only collects
+    # The preset's learner threads, then --learner-threads (1), then the preset's again.
+    assert [r['learner_threads'] for r in runs] == [2, 1, 2]

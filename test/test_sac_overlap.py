@@ -89,5 +89,10 @@ def test_the_learner_thread_uses_the_callers_torch_threads():
         learner.submit(torch.get_num_threads)
         assert learner.wait() == 1
         learner.close()
+        # Its own count (RunnerConfig.learner_threads) while the caller keeps one.
+        learner = BackgroundUpdates(2)
+        learner.submit(torch.get_num_threads)
+        assert learner.wait() == 2 and torch.get_num_threads() == 1
+        learner.close()
     finally:
         torch.set_num_threads(threads)

@@ -225,6 +225,11 @@ def test_hidden_and_lr_flags_override_the_anymal_preset():
     assert cfg.sac.actor_hidden == cfg.sac.critic_hidden == (256, 128)
     assert cfg.sac.actor_lr == cfg.sac.critic_lr == cfg.sac.alpha_lr == 3e-4
     assert cfg.num_envs == sac_runner.PRESETS['anymal']['num_envs']  # the rest of the preset
+    # The collecting thread on one torch thread, the overlapped learner on two.
+    assert cfg.threads == 1 and cfg.learner_threads == 2 and cfg.overlap
+    flags = ['--env', 'anymal', '--learner-threads', '1']
+    one = sac_runner.config_from_args(parser.parse_args(flags))
+    assert one.learner_threads == 1
 
 
 def test_env_options_are_refused_for_a_gymnasium_env():

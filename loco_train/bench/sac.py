@@ -26,6 +26,12 @@ def add_arguments(parser) -> None:
     parser.add_argument('--seconds', type=float, default=3.0, help='timed seconds per case')
     parser.add_argument('--device', default='cpu', help='torch device')
     parser.add_argument('--threads', type=int, default=1, help='torch threads (0: default)')
+    parser.add_argument(
+        '--learner-threads',
+        type=int,
+        default=1,
+        help="the second end-to-end run's learner threads (the first takes the preset's)",
+    )
     parser.add_argument('--skip-preset', action='store_true', help='only the default config')
     parser.add_argument(
         '--compile',
@@ -250,7 +256,8 @@ runner.learn()
 seconds = time.perf_counter() - start
 print(json.dumps({{'env_steps_per_s': {steps} * cfg.num_envs / seconds, 'seconds': seconds,
                   'updates': runner.sac.num_updates, 'overlap': getattr(cfg, 'overlap', False),
-                  'num_envs': cfg.num_envs, 'torch_threads': torch.get_num_threads()}}))
+                  'num_envs': cfg.num_envs, 'torch_threads': torch.get_num_threads(),
+                  'learner_threads': getattr(cfg, 'learner_threads', None)}}))
 """
 
 
@@ -292,14 +299,17 @@ def run(args) -> int:
     env_steps = []
     if args.env_steps > 0:
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        # This tree with the preset's threads and with --threads, then the baseline's preset.
-        runs = [(here, 0), (here, used_threads)]
-        runs += [(args.baseline_tree, 0)] if args.baseline_tree else []
         from loco_train.runners.sac import PRESETS
 
-        for tree, threads_used in runs:
-            same = args.same_preset and tree == args.baseline_tree
-            preset = dict(PRESETS['anymal']) if same else None
+        # This tree with the preset's threads, then with --threads and --learner-threads, then
+        # the baseline tree with its own preset or (--same-preset) this tree's.
+        learner = dict(PRESETS['anymal'], learner_threads=args.learner_threads)
+        runs = [(here, 0, None), (here, used_threads, learner)]
+        if args.baseline_tree:
+            same = dict(PRESETS['anymal']) if args.same_preset else None
+            runs.append((args.baseline_tree, 0, same))
+        for tree, threads_used, preset in runs:
+            same = preset is not None and tree == args.baseline_tree
             env_steps.append(anymal_env_steps(tree, args.env_steps, threads_used, preset))
             env_steps[-1]['preset'] = 'this tree' if same or tree == here else 'its own'
             print(f'anymal preset end to end, {tree}: {env_steps[-1]}', flush=True)

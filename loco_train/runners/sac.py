@@ -62,6 +62,9 @@ class RunnerConfig:
     """Torch device of networks, replay buffer and (for torch environments) the env."""
     threads: int = 1
     """Torch CPU threads (0: torch's default); small networks gain little from more."""
+    learner_threads: int = 0
+    """Torch CPU threads of the overlapped learner thread (0: the same as threads); the
+    collecting thread keeps `threads`."""
     log_dir: str = ''
     """Run directory for TensorBoard events and checkpoints; '' picks logs/sac/<env>-<time>."""
     log_interval: int = 1_000
@@ -288,7 +291,7 @@ class SACRunner:
 
         cfg, env, N = self.cfg, self.env, self.num_envs
         self.writer = SummaryWriter(self.run_dir) if self.ranks.is_main else None
-        learner = BackgroundUpdates() if cfg.overlap else None
+        learner = BackgroundUpdates(cfg.learner_threads or None) if cfg.overlap else None
         try:
             return self._learn(cfg, env, N, learner)
         finally:
@@ -494,6 +497,7 @@ ARGUMENTS = {
     'seed': 'seed',
     'device': 'device',
     'threads': 'threads',
+    'learner_threads': 'learner_threads',
     'log_dir': 'log_dir',
     'checkpoint_interval': 'checkpoint_interval',
     'eval_episodes': 'eval_episodes',
@@ -524,6 +528,7 @@ HELP = {
     'seed': 'seed of torch, numpy and the environments',
     'device': 'torch device',
     'threads': 'torch CPU threads, 0 = torch default',
+    'learner_threads': 'torch CPU threads of the overlapped learner, 0 = --threads',
     'log_dir': 'run directory for TensorBoard and checkpoints (default logs/sac/<env>-<time>)',
     'checkpoint_interval': 'transitions between checkpoints, 0 = end only',
     'eval_episodes': 'deterministic evaluation episodes at the end',
@@ -575,11 +580,12 @@ PRESETS = {
         'sac.max_grad_norm': None,
         'sac.compile': True,
     },
-    # ANYmal velocity tracking: RSL-RL-SAC's flat-terrain settings scaled to one CPU core (512
+    # ANYmal velocity tracking: RSL-RL-SAC's flat-terrain settings scaled to a 2-core CPU (512
     # environments, [256, 128, 64] SiLU, n-step 5, gamma 0.97, tau 0.003, lr 2e-4 and 2e-5 for
     # the temperature from alpha 1e-3, sigma0 0.15) on Sabatini et al.'s ANYmal reward (Table B5:
-    # the task's weights with feet air time 0.125). Walks at 10-11 M env steps, about 2 h
-    # on one core (docs/training.md#sac-on-anymal); 4 updates of 2048 per 512-env step.
+    # the task's weights with feet air time 0.125). Walks at 10-11 M env steps
+    # (docs/training.md#sac-on-anymal); 4 updates of 2048 per 512-env step, which take the
+    # learner thread 5-7 times as long as the step takes the collecting thread.
     'anymal': {
         'num_envs': 512,
         'learning_starts': 512 * 64,
@@ -599,7 +605,8 @@ PRESETS = {
         'sac.batch_size': 2048,
         'sac.utd_ratio': 1 / 128,
         'sac.compile': True,
-        'threads': 1,
+        'threads': 1,  # the collecting thread: a 512-env step is 20-30 ms of one core
+        'learner_threads': 2,  # the update's products on both cores while the env steps
         'overlap': True,
         'env.reward': ('feet_air_time=0.125',),  # before any --reward given
     },
@@ -731,8 +738,11 @@ def _train(args, ranks) -> int:
     except ValueError as error:  # unknown or missing environment, bad split: say so, exit 2
         print(f'loco-train sac: {error}', file=sys.stderr)
         return 2
-    # Under torchrun each rank keeps the set-up's threads (OMP_NUM_THREADS, else 1).
+    # Under torchrun each rank keeps the set-up's threads (OMP_NUM_THREADS, else 1), and its
+    # learner thread the same unless --learner-threads says otherwise.
     apply = not ranks.enabled or args.threads is not None
+    if ranks.enabled and getattr(args, 'learner_threads', None) is None:
+        cfg.learner_threads = 0
     try:
         with distributed.torch_threads(cfg.threads, apply):
             try:
