@@ -88,6 +88,23 @@ def test_a_ranks_part_runs_eagerly():
     assert_same(compiled, eager)
 
 
+def test_an_optimiser_the_graph_does_not_serve_is_reported_once_and_runs_eagerly():
+    compiled, eager = pair()
+    for sac in (compiled, eager):  # two parameter groups: the critic's layers apart
+        params = list(sac.critic.parameters())
+        sac.critic_optim = torch.optim.Adam(
+            [{'params': params[:2]}, {'params': params[2:]}], lr=sac.cfg.critic_lr
+        )
+    g_compiled, g_eager = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        for i in range(3):
+            compiled.update(batch(i), g_compiled), eager.update(batch(i), g_eager)
+    said = [w for w in caught if 'serves one group of plain Adam' in str(w.message)]
+    assert len(said) == 1 and 'Adam with 2 group(s)' in str(said[0].message)
+    assert_same(compiled, eager)
+
+
 def test_a_failed_compile_warns_and_keeps_learning(monkeypatch):
     import torch._inductor.config as inductor
 

@@ -10,7 +10,7 @@ step alone and the critic step with the actor and temperature steps; the first c
 compiles (about 20 s on a 2-core CPU, cached on disk after). The optimiser step is Adam as
 torch's fused kernel computes it, on the optimisers' own state. What the graphs do not cover
 runs SAC's eager update: the first call (no optimiser state yet), a rank's part of a global
-batch, an optimiser with options other than plain Adam. A graph that fails to compile (no C++
+batch, an optimiser other than one group of plain Adam (a warning, once). A graph that fails to compile (no C++
 compiler, say) warns once and leaves every later update eager.
 """
 
@@ -31,15 +31,28 @@ class CompiledUpdate:
         self.sac = sac
         self.graph = torch.compile(self.body, dynamic=False)
         self.failed = None  # the compile error, once one happened: every update is eager since
+        self.warned_optimiser = False  # an optimiser the graph does not serve was reported
 
     def __call__(self, batch: Batch, generator, with_actor: bool) -> dict:
         """One update on `batch` (on the device); metrics as SAC.update returns them."""
         sac = self.sac
         optims = (sac.critic_optim, sac.actor_optim, sac.alpha_optim)
+        unserved = [o for o in optims if not plain_adam(o)]
+        if unserved and not self.warned_optimiser:
+            self.warned_optimiser = True
+            names = ', '.join(
+                f'{type(o).__name__} with {len(o.param_groups)} group(s)' for o in unserved
+            )
+            warnings.warn(
+                f'the compiled SAC update serves one group of plain Adam; {names}: '
+                'running the update eagerly',
+                stacklevel=3,
+            )
         if (
             self.failed is not None
             or batch.part is not None
             or sac.grad_sync is not None
+            or unserved
             or not all(map(plain_adam_with_state, optims))
         ):
             return sac._update_body(batch, generator, with_actor)
@@ -111,17 +124,21 @@ class CompiledUpdate:
         return norm, ok
 
 
-def plain_adam_with_state(optim: torch.optim.Optimizer) -> bool:
-    """True for one group of Adam without weight decay or variants, every state made."""
-    if len(optim.param_groups) != 1:
+def plain_adam(optim: torch.optim.Optimizer) -> bool:
+    """True for one group of Adam without weight decay or variants (its state made or not)."""
+    if not isinstance(optim, torch.optim.Adam) or len(optim.param_groups) != 1:
         return False
     group = optim.param_groups[0]
-    plain = not (
+    return not (
         group['amsgrad'] or group['maximize'] or group['differentiable']
         or group['decoupled_weight_decay'] or group['weight_decay']
         or isinstance(group['lr'], torch.Tensor)
     )  # fmt: skip
-    return plain and all(p in optim.state for p in group['params'])
+
+
+def plain_adam_with_state(optim: torch.optim.Optimizer) -> bool:
+    """True for a plain_adam optimiser whose every parameter has its state."""
+    return plain_adam(optim) and all(p in optim.state for p in optim.param_groups[0]['params'])
 
 
 def adam_state(optim: torch.optim.Optimizer):
