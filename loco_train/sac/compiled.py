@@ -10,8 +10,8 @@ step alone and the critic step with the actor and temperature steps; the first c
 compiles (about 20 s on a 2-core CPU, cached on disk after). The optimiser step is Adam as
 torch's fused kernel computes it, on the optimisers' own state. What the graphs do not cover
 runs SAC's eager update: the first call (no optimiser state yet), a rank's part of a global
-batch, an optimiser other than one group of plain Adam (a warning, once). A graph that fails to compile (no C++
-compiler, say) warns once and leaves every later update eager.
+batch, an optimiser other than one group of plain Adam (a warning, once). A graph that fails
+to compile (no C++ compiler, say) warns once and leaves every later update eager.
 """
 
 import warnings
