@@ -105,14 +105,15 @@ def test_an_optimiser_the_graph_does_not_serve_is_reported_once_and_runs_eagerly
     assert_same(compiled, eager)
 
 
-def test_a_failed_compile_warns_and_keeps_learning(monkeypatch):
+def test_a_failed_compile_warns_and_keeps_learning():
     import torch._inductor.config as inductor
 
-    monkeypatch.setattr(inductor, 'fx_graph_cache', False)
-    monkeypatch.setattr(inductor.cpp, 'cxx', ('/nonexistent/c++',))
     compiled, eager = pair(critic_hidden=(24, 8))  # shapes no earlier test compiled
     g_compiled, g_eager = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
-    with warnings.catch_warnings(record=True) as caught:
+    # inductor's own patch: a monkeypatched config entry stays broken for later compiles in
+    # other threads (the runner's learner thread)
+    broken = inductor.patch({'fx_graph_cache': False, 'cpp.cxx': ('/nonexistent/c++',)})
+    with broken, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         for i in range(3):
             compiled.update(batch(i), g_compiled), eager.update(batch(i), g_eager)

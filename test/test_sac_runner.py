@@ -5,6 +5,7 @@ import io
 import json
 import os
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -34,11 +35,15 @@ def test_anymal_run_exports_through_the_shared_exporter(tmp_path):
     """SAC on the ANYmal VecEnv, then `loco-train export` and `check-policy` on its checkpoint."""
     import onnxruntime as ort  # core dependency: a missing one is a failure, not a skip
 
-    status, result = run_cli('--env', 'anymal', '--num-envs', '8', '--total-steps', '160',
-                             '--learning-starts', '80', '--batch-size', '32', '--utd-ratio',
-                             '0.25', '--replay-capacity', '4096', '--eval-episodes', '0',
-                             '--log-dir', str(tmp_path), '--no-progress')  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        status, result = run_cli('--env', 'anymal', '--num-envs', '8', '--total-steps', '160',
+                                 '--learning-starts', '80', '--batch-size', '32', '--utd-ratio',
+                                 '0.25', '--replay-capacity', '4096', '--eval-episodes', '0',
+                                 '--log-dir', str(tmp_path), '--no-progress')  # fmt: skip
     assert status == 0 and result['updates'] == 20 and result['skipped_updates'] == 0
+    # The preset's compiled update compiled in the learner thread (no eager fallback).
+    assert not [w for w in caught if 'running it eagerly' in str(w.message)]
     onnx_path = str(tmp_path / 'sac.onnx')
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(['export', result['checkpoint'], '-o', onnx_path]) == 0
