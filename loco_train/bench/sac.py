@@ -306,8 +306,8 @@ def run(args) -> int:
         learner = dict(PRESETS['anymal'], learner_threads=args.learner_threads)
         runs = [(here, 0, None), (here, used_threads, learner)]
         if args.baseline_tree:
-            same = dict(PRESETS['anymal']) if args.same_preset else None
-            runs.append((args.baseline_tree, 0, same))
+            baseline = dict(PRESETS['anymal']) if args.same_preset else None
+            runs.append((args.baseline_tree, 0, baseline))
         for tree, threads_used, preset in runs:
             same = preset is not None and tree == args.baseline_tree
             env_steps.append(anymal_env_steps(tree, args.env_steps, threads_used, preset))

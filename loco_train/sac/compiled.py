@@ -52,7 +52,6 @@ class CompiledUpdate:
             self.failed is not None
             or batch.part is not None
             or sac.grad_sync is not None
-            or unserved
             or not all(map(plain_adam_with_state, optims))
         ):
             return sac._update_body(batch, generator, with_actor)
