@@ -584,7 +584,7 @@ PRESETS = {
     # environments, [256, 128, 64] SiLU, n-step 5, gamma 0.97, tau 0.003, lr 2e-4 and 2e-5 for
     # the temperature from alpha 1e-3, sigma0 0.15) on Sabatini et al.'s ANYmal reward (Table B5:
     # the task's weights with feet air time 0.125). Walked at 9-11 M env steps in two runs; a
-    # third, on two learner threads, not yet at 10.5 M (docs/training.md#sac-on-anymal). 4
+    # third, on two learner threads, at 11.5 M (docs/training.md#sac-on-anymal). 4
     # updates of 2048 per 512-env step take the learner thread 5-7 times as long as the step
     # takes the collecting thread.
     'anymal': {
