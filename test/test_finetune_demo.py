@@ -17,6 +17,7 @@ def test_a_short_finetune_demo_swaps_learned_policies_in_and_measures_them(reque
         sys.executable, '-m', 'loco_train.experiments.finetune_demo', '--minutes', '0.5',
         '--out', str(out), '--eval-seeds', '1', '--export-every', '150',
         '--set', 'warmup_updates=100', '--set', 'learning_starts=64', '--latency', '0.01',
+        '--set', 'guard_rows=300',  # each version judged on 6 s of the robot's rows
     ]  # fmt: skip
     proc = subprocess.run(
         argv, env=ros_env(request.node.name), capture_output=True, text=True, timeout=420

@@ -56,3 +56,23 @@ def test_a_candidate_the_swap_check_rejects_resets_the_actor_as_the_sidecar_does
     err = capsys.readouterr().err
     rejections = [line for line in err.splitlines() if 'exceeds max_action_deviation' in line]
     assert rejections and all(line.endswith('; actor reset') for line in rejections), err
+
+
+def test_the_regression_guard_sends_the_actor_back_to_the_best_version(tmp_path, capsys):
+    # margin -1: a candidate must beat the best by the whole reference error, so each one
+    # judged is a regression and the warm start (version 1) stays the best
+    finetune_offline.main([
+        '--warm-start', os.path.join(REPO, 'checkpoints', 'sac_anymal_paper', 'checkpoint.pt'),
+        '--minutes', '0.4', '--export-every', '100', '--eval-every', '0.4', '--eval-seeds', '1',
+        '--set', 'checkpoint_warmup_updates=100', '--set', 'learning_starts=64',
+        '--set', 'guard_rows=150', '--set', 'guard_margin=-1', '--out', str(tmp_path),
+    ])  # fmt: skip
+    captured = capsys.readouterr()
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert result['guard_resets'] >= 1, captured.err
+    assert 'regressed: tracking' in captured.err and '(version 1)' in captured.err
+    swaps = [line for line in captured.err.splitlines() if 'swapped in' in line]
+    # one candidate per verdict: each waits until the running one has 150 judged rows
+    assert 1 <= len(swaps) <= 0.4 * 60 * 50 / 150
+    rows = [json.loads(line) for line in open(tmp_path / 'rows.jsonl')]
+    assert rows[-1]['guard']['best_version'] == 1

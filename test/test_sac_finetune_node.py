@@ -37,6 +37,7 @@ WINDOW = 20  # the node's reorder_window (config/sac_finetune.yaml), rows
 SMALL = (
     'learning_starts:=64', 'warmup_updates:=20', 'export_every:=50', 'batch_size:=32',
     'checkpoint_every_s:=1.0', 'diagnostics_period:=0.5',
+    'guard_rows:=0',  # the rows here are random: no command is ever seen twice
 )  # fmt: skip
 NO_EXPORTS = 'export_every:=1000000'  # for the tests that need no candidate (an export takes s)
 ONE_EXPORT = 140  # rows sent at once: 119 transitions, 68 updates, so exactly one export at 50
@@ -467,6 +468,43 @@ def test_a_refused_candidate_resets_the_actor_to_the_running_policy(link, run, t
     robot(int(digest[:8], 16), 3)
     assert link.spin_until(lambda: link.value('actor_follows') == 2, 10.0), link.diag
     assert link.diag['last_follow'] == 'actor reset to running version 0'
+    assert node.stopped_cleanly(), node.log()
+
+
+def test_the_regression_guard_sends_the_actor_back_to_the_best_version(link, run, tmp_path):
+    # margin -1: a candidate must beat the best by the whole reference error, so the first one
+    # judged on the robot regresses and the actor goes back to the warm start (v0), the best
+    command = spec.observation_slices()['command']
+
+    def rows(seqs, version):  # one forward command throughout, so every row is comparable
+        out = []
+        for seq in seqs:
+            r = row(seq)
+            r.obs[command] = np.array([1.0, 0.0, 0.0]) * spec.observation_scale()[command]
+            r.policy_version = version
+            out.append(r)
+        return transition.pack_rows(out)
+
+    guard = ('guard_rows:=100', 'guard_margin:=-1.0')
+    node = run(tmp_path / 'store', tmp_path / 'policies', write_key(tmp_path), *guard)
+    for first in range(0, ONE_EXPORT, BATCH):  # the warm start's rows: the reference
+        link.publish(*rows(range(first, first + BATCH), 0))
+    assert link.spin_until(lambda: link.updates, 30.0), (link.diag, node.log())
+    assert link.updates[0]['version'] == 1 and link.value('guard_resets') == 0, link.diag
+    for first in range(ONE_EXPORT, ONE_EXPORT + 200, BATCH):  # v1 on the robot (20 held back)
+        link.publish(*rows(range(first, first + BATCH), 1))
+    assert link.spin_until(lambda: link.value('guard_resets') == 1, 20.0), (link.diag, node.log())
+    assert 'version 1 regressed (tracking' in link.diag['last_guard'], link.diag
+    assert json.loads(link.diag['guard_best'])['version'] == 0, link.diag
+    assert link.spin_until(lambda: link.value('actor_follows') == 1, 10.0), link.diag
+    assert link.diag['last_follow'] == 'actor reset to best version 0', link.diag
+    # the best one goes out again at once: v2, with the warm start's actor
+    assert link.spin_until(lambda: len(link.updates) == 2, 30.0), (link.diag, node.log())
+    a, b = (OnnxPolicy(u['path'], warmup=1) for u in link.updates)
+    start = OnnxPolicy(SHIPPED_POLICY, warmup=1)
+    obs = np.array([row(s).obs for s in range(20)])
+    assert max(np.abs(b.act(o) - start.act(o)).max() for o in obs) < 1e-4
+    assert max(np.abs(a.act(o) - start.act(o)).max() for o in obs) > 1e-6  # v1 had moved
     assert node.stopped_cleanly(), node.log()
 
 

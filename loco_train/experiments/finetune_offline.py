@@ -215,6 +215,7 @@ def main(argv=None):
     from loco_train.finetune import learner
     from loco_train.finetune.gate import GateRefused, NominalGate
     from loco_train.finetune.ingest import TransitionAssembler
+    from loco_train.finetune.regression import RegressionGuard
     from loco_train.finetune.reward import weights_from_overrides
 
     args = parse_args(argv)
@@ -252,6 +253,11 @@ def main(argv=None):
     robot = Robot(OnnxPolicy(frozen_path), perturbation, args.exploration, args.seed)
     gate = NominalGate(args.gate_seeds, args.gate_margin, frozen_path) if args.gate_seeds else None
     gated = 0
+    guard = None
+    if config.guard_rows > 0:
+        guard = RegressionGuard(config.guard_rows, config.guard_margin, reference=running_version)
+    start_id = robot.ctrl.policy_version
+    judged = guard is None  # the running version's verdict is in: the next candidate may come
     frozen, _ = score(frozen_path, perturbation, args.eval_seeds)
     rows_out = [
         {'robot_minutes': 0.0, 'version': running_version, 'updates': 0, 'tracking_error': frozen}
@@ -271,10 +277,26 @@ def main(argv=None):
             dims, data = pack_rows(pending)
             pending = []
             assembler.feed(dims, data, 0)
-            learned += tuner.add(assembler.drain())
+            done = assembler.drain()
+            learned += tuner.add(done)
+            if guard is not None and len(done['seq']):
+                # the controller names the file it started with by its sha256, as policy_node
+                versions = np.where(
+                    done['policy_version'] == start_id, guard.reference, done['policy_version']
+                )
+                guard.add(versions, done['next_obs'], done['terminated'])
+                verdict = None if judged else guard.judge(running_version)
+                judged = judged or verdict is not None
+                if verdict is not None and verdict.regressed:
+                    best = verdict.best_version
+                    tuner.follow(best, os.path.join(args.out, f'v{best:03d}.onnx'))
+                    guard.resets += 1
+                    exported_at = -args.export_every  # export the best one again, now
+                    print(f'  v{running_version} regressed: {verdict.reason}', file=sys.stderr)
         if tuner.update():
             metrics = tuner.metrics()
-        if tuner.updates - exported_at >= args.export_every and not tuner.actor_frozen:
+        due = tuner.updates - exported_at >= args.export_every and not tuner.actor_frozen
+        if due and judged:
             exported_at = tuner.updates
             candidate_path = export()
             candidate = OnnxPolicy(candidate_path)
@@ -289,6 +311,7 @@ def main(argv=None):
                     raise hot_swap.UpdateRejected(f'gate: {reason}; actor reset') from None
                 robot.ctrl.swap_policy(candidate, tuner.version)
                 running_path, running_version = candidate_path, tuner.version
+                judged = guard is None
                 print(
                     f'  v{tuner.version} swapped in: deviation mean '
                     f'{figures["deviation_mean"]:.3f} max {figures["deviation_max"]:.3f}',
@@ -317,6 +340,8 @@ def main(argv=None):
                     'metrics': metrics,
                 }
             )
+            if guard is not None and guard.last is not None:
+                rows_out[-1]['guard'] = dataclasses.asdict(guard.last) | {'resets': guard.resets}
             print(
                 f'{minutes:5.1f} min ({time.monotonic() - began:5.0f} s): updates '
                 f'{tuner.updates}, running version {running_version}, error {error:.3f} '
@@ -341,6 +366,7 @@ def main(argv=None):
         'robot_falls': robot.falls,
         'rejected': rejected,
         'gated': gated,
+        'guard_resets': guard.resets if guard is not None else None,
         'updates': tuner.updates,
         'args': vars(args),
     }

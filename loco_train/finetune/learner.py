@@ -99,6 +99,14 @@ class FinetuneConfig:
     """Robot transitions kept in memory, 33 min at 50 Hz, about 40 MB (the store keeps all)."""
     max_grad_norm: float = 10.0
     """Gradient-norm clip of each network."""
+    guard_rows: int = 0
+    """On-robot regression guard (loco_train.finetune.regression): transitions of a version,
+    matched by command with the reference's, before it is judged; 0 off. A version that tracks
+    `guard_margin` worse than the best judged one, or falls more often, sends the actor back to
+    the best one, exported again at once; the next candidate waits for the running one's
+    verdict."""
+    guard_margin: float = 0.1
+    """Relative tracking error above the best version's that counts as a regression."""
 
 
 def contract_command_ranges(path):

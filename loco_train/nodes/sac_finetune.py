@@ -37,7 +37,8 @@ SHIPPED_POLICY = os.path.join(
 LEARNER_PARAMETERS = (
     'utd_ratio', 'actor_update_interval', 'actor_lr', 'critic_lr', 'alpha_lr', 'init_alpha',
     'batch_size', 'n_step', 'gamma', 'warmup_updates', 'checkpoint_warmup_updates',
-    'prior_share', 'prior_decay_updates', 'learning_starts', 'replay_capacity',
+    'prior_share', 'prior_decay_updates', 'learning_starts', 'replay_capacity', 'guard_rows',
+    'guard_margin',
 )  # fmt: skip
 """FinetuneConfig fields exposed as parameters of the same name."""
 
@@ -57,6 +58,7 @@ class SacFinetune(Node):
 
         from loco_train.finetune import learner, reward
         from loco_train.finetune.ingest import TransitionAssembler
+        from loco_train.finetune.regression import RegressionGuard
         from loco_train.finetune.store import TransitionStore
 
         defaults = learner.FinetuneConfig()
@@ -155,6 +157,11 @@ class SacFinetune(Node):
         self.assembler = TransitionAssembler(
             self.weights, window=int(value('reorder_window').value)
         )
+        # the on-robot regression guard; its reference is the policy the robot runs first
+        self.guard = None
+        if config.guard_rows > 0:
+            self.guard = RegressionGuard(config.guard_rows, config.guard_margin)
+        self._guard_version, self._judged, self.guard_note = None, self.guard is None, ''
         self.get_logger().info(
             f'sac_finetune: {resumed} from {start} on {device}; {len(stored["seq"])} of '
             f'{self.store.rows_stored} stored transitions replayed from {self.store.path}; '
@@ -262,6 +269,16 @@ class SacFinetune(Node):
             'last_follow': self.follow_note,
             'gated': self.gated,
             'last_gate': self.last_gate,
+            'guard_resets': self.guard.resets if self.guard else 0,
+            'guard_best': ''
+            if not self.guard or not self.guard.last
+            else json.dumps(
+                {
+                    'version': self.guard.last.best_version,
+                    'change': round(self.guard.last.best_change, 4),
+                }
+            ),
+            'last_guard': self.guard_note,
             'prior_share': round(self.tuner.prior_share(), 4),
             'policy_version': self.tuner.version,
             'last_export': json.dumps(self.last_export),
@@ -319,19 +336,21 @@ class SacFinetune(Node):
                 inbox, self._inbox = self._inbox, []
             for transitions in inbox:
                 self.tuner.add(transitions)
+                self._guard(transitions)
             with self._torch_lock:  # torch.onnx's tracer is not thread-safe beside autograd
                 with self._follow_lock:
-                    version, self._follow = self._follow, None
-                if version is not None:
+                    follow, self._follow = self._follow, None
+                if follow is not None:
+                    version, which = follow
                     followed = self.tuner.follow(version, self._version_path(version))
                     self.follow_note = (
-                        f'actor reset to running version {version}'
+                        f'actor reset to {which} version {version}'
                         if followed
-                        else f'running version {version} not found; actor not reset'
+                        else f'{which} version {version} not found; actor not reset'
                     )
-                    self.get_logger().info(f'a candidate was refused: {self.follow_note}')
+                    self.get_logger().info(self.follow_note)
+                self._maybe_export()  # before updating: a reset actor goes out as it is
                 ran = self.tuner.update(limit=50)
-                self._maybe_export()
                 if time.monotonic() - self._checkpointed > self.checkpoint_every_s:
                     self._checkpoint()
             if self.max_rate > 0 and ran:
@@ -348,12 +367,36 @@ class SacFinetune(Node):
             return
         if self._follow is not None:  # a refusal came in since this step began: reset first
             return
+        if not self._judged:  # the guard has not judged the running version yet
+            return
         snapshot = self.tuner.snapshot()
         self._exported_at = (time.monotonic(), self.tuner.updates)
         if not self._checkpoint():  # the version counter is on disk before anyone hears of it
             self.export_error = f'version {snapshot[0]} held back: checkpoint not on disk'
             return
         self._exports.put(snapshot)
+
+    def _guard(self, transitions):
+        """Score robot transitions by version; go back to the best version after a regression."""
+        if self.guard is None or not len(transitions['seq']):
+            return
+        versions = [self._start_ids.get(int(v), int(v)) for v in transitions['policy_version']]
+        self.guard.add(versions, transitions['next_obs'], transitions['terminated'])
+        running = versions[-1]
+        if running != self._guard_version:  # a new policy on the robot: judge it first
+            self._guard_version, self._judged = running, False
+        if self._judged:
+            return
+        verdict = self.guard.judge(running)
+        if verdict is None:
+            return
+        self._judged = True
+        if verdict.regressed:
+            self.guard.resets += 1
+            self.guard_note = f'version {running} regressed ({verdict.reason})'
+            self.get_logger().warning(f'regression guard: {self.guard_note}')
+            self._request_follow(verdict.best_version, 'best')  # the learner thread resets it
+            self._exported_at = (float('-inf'), float('-inf'))  # and exports it again at once
 
     def _version_path(self, version):
         """The policy file of an exported version (the warm start's for its own version)."""
@@ -366,10 +409,10 @@ class SacFinetune(Node):
         """Where an exported version's policy file is written in policy_dir."""
         return os.path.join(self.policy_dir, f'{CANDIDATE_PREFIX}{version:05d}.onnx')
 
-    def _request_follow(self, version):
+    def _request_follow(self, version, which='running'):
         """Ask the learner thread to reset its actor to `version` at its next step."""
         with self._follow_lock:
-            self._follow = version
+            self._follow = (version, which)
 
     def _open_gate(self):
         """Exporter thread, first: score the gate's reference (a few seconds of MuJoCo)."""
