@@ -95,3 +95,34 @@ def test_bad_thresholds_are_refused():
         RegressionGuard(rows=0)
     with pytest.raises(ValueError, match='must be positive'):
         RegressionGuard(resolution=0.0)
+
+
+def test_falls_are_held_to_the_references_rate_so_the_bar_does_not_creep():
+    guard = RegressionGuard(rows=100, margin=0.1)
+    feed(guard, 1, (1.0, 0.0, 0.0), 0.4, count=100)  # no fall
+    for version, falls, lin_error in ((2, 1, 0.38), (3, 2, 0.36), (4, 3, 0.34)):
+        # each tracks better than the one before; one fall in 100 is within the bar, more not
+        feed(guard, version, (1.0, 0.0, 0.0), lin_error, count=100, falls=falls)
+        verdict = guard.judge(version)
+        assert verdict.regressed == (falls > 1), verdict
+    assert guard.best[0] == 2
+
+
+def test_non_finite_rows_are_left_out():
+    guard = RegressionGuard(rows=100, margin=0.1)
+    feed(guard, 1, (1.0, 0.0, 0.0), 0.4, count=100)
+    bad = rows((1.0, 0.0, 0.0), 0.4, 5)
+    bad[:, 0] = np.nan
+    guard.add(np.full(5, 1), bad, np.zeros(5, dtype=bool))
+    feed(guard, 2, (1.0, 0.0, 0.0), 0.2, count=100)
+    assert guard.rows_of(1) == 100
+    assert guard.judge(2).change == pytest.approx(-0.5)
+
+
+def test_a_version_that_can_never_be_compared_stops_holding_candidates():
+    guard = RegressionGuard(rows=100, margin=0.1)
+    feed(guard, 1, (1.0, 0.0, 0.0), 0.4, count=100)
+    feed(guard, 2, (0.5, 0.3, 0.0), 0.1, count=399)  # commands the reference never ran
+    assert guard.judge(2) is None and not guard.settled(2)
+    feed(guard, 2, (0.5, 0.3, 0.0), 0.1, count=1)
+    assert guard.judge(2) is None and guard.settled(2)

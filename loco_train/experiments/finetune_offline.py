@@ -286,15 +286,14 @@ def main(argv=None):
                 )
                 guard.add(versions, done['next_obs'], done['terminated'])
                 verdict = None if judged else guard.judge(running_version)
-                judged = judged or verdict is not None
+                judged = judged or verdict is not None or guard.settled(running_version)
                 if verdict is not None and verdict.regressed:
                     best = verdict.best_version
-                    tuner.follow(best, os.path.join(args.out, f'v{best:03d}.onnx'))
                     guard.resets += 1
-                    exported_at = -args.export_every  # export the best one again, now
+                    if tuner.follow(best, os.path.join(args.out, f'v{best:03d}.onnx')):
+                        exported_at = -args.export_every  # the best one goes out again, now
                     print(f'  v{running_version} regressed: {verdict.reason}', file=sys.stderr)
-        if tuner.update():
-            metrics = tuner.metrics()
+        # as sac_finetune: a due candidate goes out before this tick's updates
         due = tuner.updates - exported_at >= args.export_every and not tuner.actor_frozen
         if due and judged:
             exported_at = tuner.updates
@@ -324,6 +323,8 @@ def main(argv=None):
                     tuner.follow(running_version)  # as sac_finetune's follow_robot does
                     reset = '; actor reset'
                 print(f'  v{tuner.version} rejected: {error}{reset}', file=sys.stderr)
+        if tuner.update():
+            metrics = tuner.metrics()
         minutes = learned * spec.CONTROL_DT / 60.0
         if minutes >= next_eval or learned >= target:
             next_eval += args.eval_every

@@ -37,6 +37,10 @@ def tracking_errors(obs):
     return command, lin + yaw
 
 
+UNJUDGED_AFTER = 4
+"""A version without a verdict after this many times `rows` rows stops holding candidates."""
+
+
 @dataclass
 class Verdict:
     """A judged version: its change against the reference, rows, falls, and what it means."""
@@ -74,6 +78,10 @@ class RegressionGuard:
     def add(self, versions, obs_next, terminated):
         """Score transitions: versions (K,) that chose a, s' (K, OBS_DIM), terminated (K,)."""
         versions = np.asarray(versions, dtype=np.int64)
+        obs_next = np.asarray(obs_next, dtype=np.float64)
+        finite = np.all(np.isfinite(obs_next), axis=1)  # a NaN row would poison its bucket
+        versions, obs_next = versions[finite], obs_next[finite]
+        terminated = np.asarray(terminated, dtype=bool)[finite]
         if not len(versions):
             return
         if self.reference is None:
@@ -109,6 +117,18 @@ class RegressionGuard:
             rows += n
         return (excess / expected if expected > 0 else float('nan')), rows
 
+    def rows_of(self, version):
+        """All rows of a version, matched to the reference's commands or not."""
+        return sum(n for _, n in self.buckets.get(version, {}).values())
+
+    def settled(self, version):
+        """True when `version` will never get a verdict worth waiting for.
+
+        It ran UNJUDGED_AFTER x `rows` rows without one: commands the reference never ran, or a
+        reference that ran too briefly. The next candidate need not wait for it.
+        """
+        return self.rows_of(version) >= UNJUDGED_AFTER * self.rows
+
     def fall_rate(self, version):
         """Terminated transitions per row of a version (all its rows)."""
         rows = sum(n for _, n in self.buckets.get(version, {}).values())
@@ -127,18 +147,19 @@ class RegressionGuard:
             return None
         if self.best is None:
             self.best = (self.reference, ref_change, self.fall_rate(self.reference))
-        best_version, best_change, best_falls = self.best
+        best_version, best_change, _ = self.best
         falls = self.fall_rate(version)
+        allowed = self.fall_rate(self.reference) + 1.0 / self.rows  # a fixed bar: no creep
         reason = ''
         if change > best_change + self.margin:
             reason = (
                 f'tracking {change:+.1%} against the reference, best {best_change:+.1%} '
                 f'(version {best_version})'
             )
-        elif falls > best_falls + 1.0 / self.rows:
+        elif falls > allowed:
             reason = f'{self.falls.get(version, 0)} falls in {rows} rows'
         regressed = bool(reason) and version != best_version
-        if not regressed and change < best_change and falls <= best_falls + 1.0 / self.rows:
+        if not regressed and change < best_change and falls <= allowed:
             self.best = (version, change, falls)
         self.last = Verdict(
             version,

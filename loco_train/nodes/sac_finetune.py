@@ -349,6 +349,8 @@ class SacFinetune(Node):
                         else f'{which} version {version} not found; actor not reset'
                     )
                     self.get_logger().info(self.follow_note)
+                    if which == 'best' and followed:  # the guard's restore goes out at once
+                        self._exported_at = (float('-inf'), float('-inf'))
                 self._maybe_export()  # before updating: a reset actor goes out as it is
                 ran = self.tuner.update(limit=50)
                 if time.monotonic() - self._checkpointed > self.checkpoint_every_s:
@@ -389,6 +391,9 @@ class SacFinetune(Node):
             return
         verdict = self.guard.judge(running)
         if verdict is None:
+            if self.guard.settled(running):  # no verdict will come: stop holding candidates
+                self._judged = True
+                self.guard_note = f'version {running} not judged: too few comparable rows'
             return
         self._judged = True
         if verdict.regressed:
@@ -396,7 +401,6 @@ class SacFinetune(Node):
             self.guard_note = f'version {running} regressed ({verdict.reason})'
             self.get_logger().warning(f'regression guard: {self.guard_note}')
             self._request_follow(verdict.best_version, 'best')  # the learner thread resets it
-            self._exported_at = (float('-inf'), float('-inf'))  # and exports it again at once
 
     def _version_path(self, version):
         """The policy file of an exported version (the warm start's for its own version)."""
