@@ -68,6 +68,7 @@ def test_a_version_worse_than_the_best_by_the_margin_is_a_regression():
     verdict = guard.judge(4)
     assert verdict.regressed and verdict.best_version == 2
     assert 'best -25.0% (version 2)' in verdict.reason
+    assert guard.resets == 1  # the one regression found
 
 
 def test_a_version_that_falls_more_often_is_a_regression_however_it_tracks():

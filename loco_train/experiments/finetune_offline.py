@@ -289,7 +289,6 @@ def main(argv=None):
                 judged = judged or verdict is not None or guard.settled(running_version)
                 if verdict is not None and verdict.regressed:
                     best = verdict.best_version
-                    guard.resets += 1
                     if tuner.follow(best, os.path.join(args.out, f'v{best:03d}.onnx')):
                         exported_at = -args.export_every  # the best one goes out again, now
                     print(f'  v{running_version} regressed: {verdict.reason}', file=sys.stderr)

@@ -102,9 +102,9 @@ class FinetuneConfig:
     guard_rows: int = 0
     """On-robot regression guard (loco_train.finetune.regression): transitions of a version,
     matched by command with the reference's, before it is judged; 0 off. A version that tracks
-    `guard_margin` worse than the best judged one, or falls more often, sends the actor back to
-    the best one, exported again at once; the next candidate waits for the running one's
-    verdict."""
+    `guard_margin` worse than the best judged one, or falls more often than the first policy,
+    sends the actor back to the best one, exported again at once; the next candidate waits for
+    the running one's verdict."""
     guard_margin: float = 0.1
     """Relative tracking error above the best version's that counts as a regression."""
 

@@ -72,7 +72,7 @@ class RegressionGuard:
         self.buckets = {}  # version -> {bucket: [error sum, rows]}
         self.falls = {}  # version -> terminated transitions
         self.best = None  # (version, change, fall rate) of the best judged version
-        self.resets = 0
+        self.resets = 0  # regressions found
         self.last = None  # the last Verdict
 
     def add(self, versions, obs_next, terminated):
@@ -159,6 +159,7 @@ class RegressionGuard:
         elif falls > allowed:
             reason = f'{self.falls.get(version, 0)} falls in {rows} rows'
         regressed = bool(reason) and version != best_version
+        self.resets += regressed
         if not regressed and change < best_change and falls <= allowed:
             self.best = (version, change, falls)
         self.last = Verdict(

@@ -397,7 +397,6 @@ class SacFinetune(Node):
             return
         self._judged = True
         if verdict.regressed:
-            self.guard.resets += 1
             self.guard_note = f'version {running} regressed ({verdict.reason})'
             self.get_logger().warning(f'regression guard: {self.guard_note}')
             self._request_follow(verdict.best_version, 'best')  # the learner thread resets it
