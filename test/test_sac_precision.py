@@ -86,3 +86,26 @@ def test_acting_stays_float32_and_equal_whatever_the_update_precision():
     a, b = exact.act(obs, deterministic=True), mixed.act(obs, deterministic=True)
     assert a.dtype == b.dtype == torch.float32
     assert torch.equal(a, b)  # same weights: the precision applies to updates only
+
+
+def test_bfloat16_on_the_reverse_passes_matches_bfloat16_on_autograd():
+    """The hand-written passes round where autocast does (the products' operands), not more."""
+    reverse, autograd = make_sac('bfloat16'), make_sac('bfloat16')
+    assert reverse.reverse
+    autograd.reverse = False
+    g_rev, m_rev = grads_after_one_update(reverse)
+    g_auto, m_auto = grads_after_one_update(autograd)
+    assert g_rev.keys() == g_auto.keys() and len(g_rev) > 0
+    for key in g_rev:
+        a, b = g_rev[key].flatten(), g_auto[key].flatten()
+        assert a.dtype == torch.float32
+        if b.norm() > 1e-6:
+            cos = torch.nn.functional.cosine_similarity(a, b, dim=0)
+            assert cos > 0.998, (key, float(cos))  # 0.9993 at the least here
+    for key in ('loss/critic', 'value/q_target_mean', 'policy/entropy'):
+        assert float(m_rev[key]) == pytest.approx(float(m_auto[key]), rel=0.01, abs=0.01)
+    # and its products are bfloat16's: farther from float32 than float32 rounding
+    exact = make_sac('float32')
+    g32, _ = grads_after_one_update(exact)
+    differs = [not torch.allclose(g_rev[k], g32[k], rtol=1e-5, atol=1e-7) for k in g32]
+    assert sum(differs) >= len(g32) // 2

@@ -92,9 +92,10 @@ def test_the_clamp_and_the_skip_are_covered():
         dict(activation='elu'),
     ],
 )
-def test_configurations_the_passes_do_not_cover_keep_autograd(overrides):
+def test_which_configurations_the_passes_cover(overrides):
     sac = SAC(OBS, [0.0] * ACT, [1.0] * ACT, SACConfig(**overrides))
-    assert sac.reverse == (overrides == dict(activation='elu'))
+    covered = (dict(activation='elu'), dict(matmul_dtype='bfloat16'))
+    assert sac.reverse == (overrides in covered)
     metrics = sac.update(batch(0), torch.Generator().manual_seed(0))
     assert float(metrics['skipped']) == 0.0 and float(metrics['actor_updates']) == 1.0
 

@@ -7,9 +7,12 @@ write the gradients straight from the saved pre-activations: the products are th
 runs (none more), and everything else is a few fused elementwise operations per layer.
 
 Covered: the actor and critic of `loco_train.sac` with relu, elu, silu or tanh hidden layers,
-float32 products, no critic layer norm (`supports`); anything else keeps autograd. The
-gradients equal autograd's to float32 rounding (test/test_sac_reverse.py). Shapes: N critics,
-B batch, o observation, d action dimensions.
+no critic layer norm (`supports`); anything else keeps autograd. The gradients equal
+autograd's to float32 rounding (test/test_sac_reverse.py). With `dtype` bfloat16 the hidden
+layers' products (forward, and both products of their reverse) take bfloat16 operands and
+accumulate in float32, as under a bfloat16 autocast; pre-activations, activations, the output
+heads and every gradient the optimisers see stay float32 (test/test_sac_precision.py). Shapes:
+N critics, B batch, o observation, d action dimensions.
 """
 
 import torch
@@ -39,19 +42,28 @@ def activation_backward(name: str, dh: torch.Tensor, z: torch.Tensor, h: torch.T
     return aten.silu_backward(dh, z)
 
 
-def weight_gradient(dz: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """dL/dW (out, in) of z = h W^T + b from dz (B, out) and h (B, in).
+def product(op, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """op(a, b) (torch.mm or torch.bmm) on `dtype` operands, as a float32 result."""
+    if dtype == torch.float32:
+        return op(a, b)
+    return op(a.to(dtype), b.to(dtype)).float()
+
+
+def weight_gradient(
+    dz: torch.Tensor, h: torch.Tensor, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """dL/dW (out, in) of z = h W^T + b from dz (B, out) and h (B, in), on `dtype` operands.
 
     With few inputs (an observation layer) h^T dz, transposed, runs several times faster on a
     CPU than dz^T h (11 x 256 outputs: 28 against 116 us).
     """
     if h.shape[1] < dz.shape[1]:
-        return (h.t() @ dz).t().contiguous()
-    return dz.t() @ h
+        return product(torch.mm, h.t(), dz, dtype).t().contiguous()
+    return product(torch.mm, dz.t(), h, dtype)
 
 
 def supports(config, critic: QEnsemble) -> bool:
-    """True when the hand-written passes cover these networks (float32 products: the caller's)."""
+    """True when the hand-written passes cover these networks."""
     plain = all(isinstance(m, (EnsembleLinear, *ACTIVATION_MODULES)) for m in critic.net)
     hidden = sum(isinstance(m, EnsembleLinear) for m in critic.net) > 1  # da needs a hidden layer
     return plain and hidden and config.activation in FORWARD and not config.critic_layer_norm
@@ -60,17 +72,28 @@ def supports(config, critic: QEnsemble) -> bool:
 class CriticPass:
     """Q_theta_i(s, a) (N, B) with what the reverse pass needs saved."""
 
-    def __init__(self, critic: QEnsemble, activation: str, obs: torch.Tensor, action):
+    def __init__(
+        self, critic: QEnsemble, activation: str, obs: torch.Tensor, action,
+        dtype: torch.dtype = torch.float32,
+    ):  # fmt: skip
+        """dtype: the hidden layers' product operands (float32 or bfloat16)."""
         self.layers = [m for m in critic.net if isinstance(m, EnsembleLinear)]
-        self.activation = activation
+        self.activation, self.dtype = activation, dtype
         x = torch.cat([obs, action], dim=-1)  # (B, o + d)
         h = x.unsqueeze(0).expand(critic.num_critics, *x.shape)  # (N, B, o + d)
         self.obs_dim = obs.shape[-1]
-        self.inputs, self.pre = [], []  # layer inputs (N, B, in), pre-activations (N, B, out)
+        # Layer inputs (N, B, in) and pre-activations (N, B, out), float32; the hidden layers'
+        # inputs as their products' operands (the same tensors in float32).
+        self.inputs, self.pre, self.operands = [], [], []
         act = FORWARD[activation]
         for layer in self.layers[:-1]:
             self.inputs.append(h)
-            z = layer(h)
+            if dtype == torch.float32:
+                self.operands.append(h)
+                z = layer(h)
+            else:
+                self.operands.append(h.to(dtype))
+                z = torch.bmm(self.operands[-1], layer.weight.to(dtype)).float() + layer.bias
             self.pre.append(z)
             h = act(z)
         self.inputs.append(h)
@@ -89,17 +112,18 @@ class CriticPass:
             row = torch.bmm(g.transpose(1, 2), self.inputs[-1])  # (N, 1, B) x (N, B, in)
             grads.append((row.transpose(1, 2).contiguous(), g.sum(1, True)))
         dh = g * head.weight.transpose(1, 2)  # (N, B, in): outer product with the head's row
-        da = None
+        da, dtype = None, self.dtype
         for i in range(len(self.layers) - 2, -1, -1):
             layer = self.layers[i]
             dz = activation_backward(self.activation, dh, self.pre[i], self.inputs[i + 1])
             if weights:
-                grads.append((torch.bmm(self.inputs[i].transpose(1, 2), dz), dz.sum(1, True)))
+                dW = product(torch.bmm, self.operands[i].transpose(1, 2), dz, dtype)
+                grads.append((dW, dz.sum(1, True)))
             if i > 0:
-                dh = torch.bmm(dz, layer.weight.transpose(1, 2))  # (N, B, in)
+                dh = product(torch.bmm, dz, layer.weight.transpose(1, 2), dtype)  # (N, B, in)
             elif not weights:
                 w_a = layer.weight[:, self.obs_dim :, :]  # (N, d, out): the action's rows
-                da = torch.bmm(dz, w_a.transpose(1, 2)).sum(0)  # (B, d), summed over members
+                da = product(torch.bmm, dz, w_a.transpose(1, 2), dtype).sum(0)  # (B, d)
         if not weights:
             return None, da
         return [t for pair in reversed(grads) for t in pair], None
@@ -108,15 +132,22 @@ class CriticPass:
 class ActorPass:
     """a = f_phi(eps; s) (B, d) and log pi(a|s) (B,) with what the reverse pass needs saved."""
 
-    def __init__(self, actor: SquashedGaussianActor, activation: str, s, eps):
-        self.actor, self.activation = actor, activation
+    def __init__(
+        self, actor: SquashedGaussianActor, activation: str, s, eps,
+        dtype: torch.dtype = torch.float32,
+    ):  # fmt: skip
+        """dtype: the trunk's product operands (float32 or bfloat16; the head's are float32)."""
+        self.actor, self.activation, self.dtype = actor, activation, dtype
         self.linears = [m for m in actor.trunk if isinstance(m, nn.Linear)]
         act = FORWARD[activation]
-        self.inputs, self.pre = [], []
+        self.inputs, self.pre = [], []  # float32 layer inputs (B, in), pre-activations (B, out)
         h = s
         for layer in self.linears:
             self.inputs.append(h)
-            z = F.linear(h, layer.weight, layer.bias)
+            if dtype == torch.float32:
+                z = F.linear(h, layer.weight, layer.bias)
+            else:
+                z = F.linear(h.to(dtype), layer.weight.to(dtype)).float() + layer.bias
             self.pre.append(z)
             h = act(z)
         self.inputs.append(h)
@@ -133,6 +164,7 @@ class ActorPass:
         """The same pass for rows start: of the batch only (views, no copies)."""
         part = object.__new__(ActorPass)
         part.actor, part.activation, part.linears = self.actor, self.activation, self.linears
+        part.dtype = self.dtype
         part.inputs = [h[start:] for h in self.inputs]
         part.pre = [z[start:] for z in self.pre]
         for name in ('raw_log_sigma', 'sigma_eps', 'tanh_x', 'action', 'log_pi'):
@@ -156,7 +188,7 @@ class ActorPass:
         dh = dz @ actor.head.weight  # (B, H)
         for i in range(len(self.linears) - 1, -1, -1):
             dz = activation_backward(self.activation, dh, self.pre[i], self.inputs[i + 1])
-            grads = [weight_gradient(dz, self.inputs[i]), dz.sum(0), *grads]
+            grads = [weight_gradient(dz, self.inputs[i], self.dtype), dz.sum(0), *grads]
             if i > 0:
-                dh = dz @ self.linears[i].weight
+                dh = product(torch.mm, dz, self.linears[i].weight, self.dtype)  # (B, in)
         return grads

@@ -220,11 +220,7 @@ class SAC:
         self._graphed = GraphedUpdate(self) if config.cuda_graphs else None
         # The hand-written reverse passes (loco_train.sac.reverse) where they cover the networks;
         # autograd otherwise, and for CUDA graphs, whose capture is tested with autograd.
-        self.reverse = (
-            supports(config, self.critic)
-            and self.matmul_dtype == torch.float32
-            and not config.cuda_graphs
-        )
+        self.reverse = supports(config, self.critic) and not config.cuda_graphs
         self._critic_loss, self._actor_loss = self.critic_loss, self.actor_loss
         self._compiled = None
         if config.compile and self.reverse:
@@ -370,9 +366,12 @@ class SAC:
         and is returned last for actor_loss_and_gradient (else None).
         """
         s, s_next = self.normalize(obs), self.normalize(next_obs)  # (B, o)
-        actor_pass = None
-        if eps_actor is None:
+        actor_pass, dtype = None, self.matmul_dtype
+        if eps_actor is None or dtype != torch.float32:
+            # The target in float32 whatever the products' dtype (see critic_loss).
             a_next, log_pi_next = self.actor.sample(s_next, eps=eps_next)
+            if eps_actor is not None:
+                actor_pass = ActorPass(self.actor, self.cfg.activation, s, eps_actor, dtype)
         else:
             B = s.shape[0]
             both = ActorPass(
@@ -381,7 +380,7 @@ class SAC:
             )  # fmt: skip
             a_next, log_pi_next, actor_pass = both.action[:B], both.log_pi[:B], both.rows(B)
         Q_target = self.q_target(reward, discount, terminated, s_next, a_next, log_pi_next, alpha)
-        forward = CriticPass(self.critic, self.cfg.activation, s, action)
+        forward = CriticPass(self.critic, self.cfg.activation, s, action, dtype)
         error = forward.q - Q_target  # (N, B)
         J_Q = (error**2).mean(dim=1).mean()
         grads, _ = forward.backward(error * (2.0 / max(error.numel(), 1)))  # dJ_Q/dQ = 2(Q - y)/NB
@@ -393,9 +392,10 @@ class SAC:
 
         actor: the ActorPass on (s, eps) if it already ran (critic_loss_and_gradient).
         """
+        dtype = self.matmul_dtype
         if actor is None:
-            actor = ActorPass(self.actor, self.cfg.activation, s, eps)
-        critic = CriticPass(self.critic, self.cfg.activation, s, actor.action)
+            actor = ActorPass(self.actor, self.cfg.activation, s, eps, dtype)
+        critic = CriticPass(self.critic, self.cfg.activation, s, actor.action, dtype)
         Q_min, member = critic.q.min(dim=0)  # (B,): min_i Q_theta_i(s, a) and its i
         B = Q_min.shape[0]
         J_pi = (alpha * actor.log_pi - Q_min).mean()
