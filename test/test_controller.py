@@ -297,6 +297,25 @@ def test_exploration_noise_is_what_runs_and_what_is_recorded(policy):
         ControllerConfig(exploration_std=0.5)
 
 
+def test_exploration_noise_fades_as_the_base_tilts():
+    ctrl = Controller(ControllerConfig(exploration_std=0.1, exploration_tilt=0.3))
+    assert ctrl.exploration_scale() == 0.0  # no IMU yet: no noise
+
+    def scale_at(roll, pitch=0.0):
+        # w-x-y-z of roll about x, then pitch about y
+        cr, sr, cp, sp = np.cos(roll / 2), np.sin(roll / 2), np.cos(pitch / 2), np.sin(pitch / 2)
+        ctrl.quat = np.array([cr * cp, sr * cp, cr * sp, -sr * sp])
+        return ctrl.exploration_scale()
+
+    assert scale_at(0.0) == 1.0 and scale_at(0.14) == 1.0 and scale_at(-0.1, 0.12) == 1.0
+    assert scale_at(0.225) == pytest.approx(0.5, abs=1e-6)
+    assert scale_at(0.0, -0.225) == pytest.approx(0.5, abs=1e-6)
+    assert scale_at(0.3) == 0.0 and scale_at(0.0, 0.7) == 0.0
+    assert Controller(ControllerConfig(exploration_tilt=0.3)).exploration_scale() == 0.0
+    with pytest.raises(ValueError, match='exploration_tilt'):
+        ControllerConfig(exploration_tilt=0.0)
+
+
 def test_a_gait_clock_policy_gets_the_clock_restarted_when_walk_begins(tmp_path):
     clocked = OnnxPolicy(make_policy_file(tmp_path / 'c.onnx', layout='gait_clock'))
     assert clocked.contract.gait_clock and clocked.contract.obs_dim == spec.OBS_DIM + 2

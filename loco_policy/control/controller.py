@@ -40,6 +40,10 @@ class ControllerConfig:
     exploration_std: float = 0.0
     """Std (action units) of Gaussian noise added to the policy's action in WALK, for online
     fine-tuning's data (the noisy action is the one run and recorded); 0 = off."""
+    exploration_tilt: float = 0.3
+    """Base tilt (rad, the larger of |roll| and |pitch|) at which the exploration noise has
+    faded to nothing: full std up to half of it, then linearly less, so that the noise never
+    pushes a robot that is already tipping."""
     limits: robot_io.InputLimits = field(default_factory=robot_io.InputLimits)
     """Plausibility bounds of the inputs."""
 
@@ -55,6 +59,7 @@ class ControllerConfig:
             'max_target_step': (1e-3, 1.0),
             'command_timeout': (0.01, 10.0),
             'exploration_std': (0.0, 0.3),
+            'exploration_tilt': (0.02, 1.5),
         }
         bad = [
             f'{name}={getattr(self, name)!r} (allowed {low} to {high})'
@@ -298,6 +303,14 @@ class Controller:
         self.policy.act(self.policy_observation(obs))
         return True
 
+    def exploration_scale(self) -> float:
+        """The share of exploration_std applied now: 1 on level ground, 0 from exploration_tilt."""
+        if self.config.exploration_std <= 0.0 or self.quat is None:
+            return 0.0
+        tilt = max(abs(a) for a in robot_io.roll_pitch(self.quat))  # rad
+        full = 0.5 * self.config.exploration_tilt  # full noise up to here
+        return float(np.clip((self.config.exploration_tilt - tilt) / full, 0.0, 1.0))
+
     def _walk_targets(self, obs, now):
         """Run the policy; return (targets (12,), action (12,), inference s) or trip DAMP."""
         start = time.perf_counter()
@@ -310,8 +323,9 @@ class Controller:
                 self._events.append(('error', reason))
             return None, None, elapsed
         contract = self.policy.contract
-        if self.config.exploration_std > 0.0:  # (12,) behaviour noise for off-policy learning
-            action = action + self.noise.normal(0.0, self.config.exploration_std, action.shape)
+        std = self.exploration_scale() * self.config.exploration_std
+        if std > 0.0:  # (12,) behaviour noise for off-policy learning
+            action = action + self.noise.normal(0.0, std, action.shape)
         action = np.clip(action, contract.action_low, contract.action_high)  # the trained box
         return contract.default_joint_pos + contract.action_scale * action, action, elapsed
 

@@ -103,6 +103,7 @@ class PolicyNode(Node):
         self.declare_parameter('max_target_step', defaults.max_target_step)
         self.declare_parameter('command_timeout', defaults.command_timeout)
         self.declare_parameter('exploration_std', defaults.exploration_std, any_type())
+        self.declare_parameter('exploration_tilt', defaults.exploration_tilt, any_type())
         self.declare_parameter('transition_batch', 10)  # rows per /replay/transitions message
         self.declare_parameter('diagnostics_period', 1.0)  # s
         self.declare_parameter('stats_file', '')  # run summary JSON written at shutdown
