@@ -1,10 +1,11 @@
 """Mixed precision of the SAC update: bfloat16 matrix products where the CPU has units for them.
 
-On a CPU with AVX512-BF16 or AMX the hidden layers' matrix products run 3-4x faster in bfloat16
-(float32 accumulation) than in float32, and they are most of an update's time. Under the
-autocast of `matmul_autocast` the hidden layers compute in bfloat16 while the weights, their
-gradients as the optimisers see them, Adam's moments, the output heads, log-probabilities,
-targets and losses stay float32. Acting and the exported policy are float32 throughout.
+On a CPU with AVX512-BF16 or AMX the hidden layers' matrix products run 2.5-4x faster in
+bfloat16 (float32 accumulation) than in float32, and they are most of an update's time. The
+hand-written reverse passes (loco_train.sac.reverse) give those products bfloat16 operands;
+on autograd the autocast of `matmul_autocast` does. Either way the weights, their gradients as
+the optimisers see them, Adam's moments, the output heads, log-probabilities, targets and
+losses stay float32. Acting and the exported policy are float32 throughout.
 """
 
 import contextlib
