@@ -276,9 +276,9 @@ def test_the_anymal_preset_is_the_walking_recipe_and_a_reward_flag_wins():
     assert cfg.num_envs == 512 and cfg.sac.n_step == 5 and cfg.sac.gamma == 0.97
     assert cfg.sac.actor_hidden == (256, 128, 64) and cfg.sac.activation == 'silu'
     assert cfg.sac.batch_size * cfg.sac.utd_ratio == 16  # replay ratio 16 per transition
-    assert cfg.sac.matmul_dtype == 'float32'  # bfloat16 is opt-in (docs/training.md)
-    flagged_dtype = parser.parse_args(['--env', 'anymal', '--matmul-dtype', 'bfloat16'])
-    assert sac_runner.config_from_args(flagged_dtype).sac.matmul_dtype == 'bfloat16'
+    assert cfg.sac.matmul_dtype == 'auto'  # bfloat16 products where the CPU has units for them
+    flagged_dtype = parser.parse_args(['--env', 'anymal', '--matmul-dtype', 'float32'])
+    assert sac_runner.config_from_args(flagged_dtype).sac.matmul_dtype == 'float32'
     extra = sac_runner.preset_env_options('anymal', env_overrides(args))
     assert parse_overrides(extra['reward_overrides']) == {'feet_air_time': 0.125}
     flagged = parser.parse_args(

@@ -584,9 +584,9 @@ PRESETS = {
     # environments, [256, 128, 64] SiLU, n-step 5, gamma 0.97, tau 0.003, lr 2e-4 and 2e-5 for
     # the temperature from alpha 1e-3, sigma0 0.15) on Sabatini et al.'s ANYmal reward (Table B5:
     # the task's weights with feet air time 0.125). Walked at 9-11 M env steps in two runs; a
-    # third, on two learner threads, at 11.5 M (docs/training.md#sac-on-anymal). 4
-    # updates of 2048 per 512-env step take the learner thread 5-7 times as long as the step
-    # takes the collecting thread.
+    # third, on two learner threads, at 11.5 M; in bfloat16 products on the compiled update at
+    # 9.0 M (docs/training.md#sac-on-anymal). 4 updates of 2048 per 512-env step take the
+    # learner thread 5-7 times as long as the step takes the collecting thread in float32.
     'anymal': {
         'num_envs': 512,
         'learning_starts': 512 * 64,
@@ -606,6 +606,7 @@ PRESETS = {
         'sac.batch_size': 2048,
         'sac.utd_ratio': 1 / 128,
         'sac.compile': True,
+        'sac.matmul_dtype': 'auto',  # bfloat16 products on a CPU with units for them (~1.6x)
         'threads': 1,  # the collecting thread: a 512-env step is 20-30 ms of one core
         'learner_threads': 2,  # the update's products on both cores while the env steps
         'overlap': True,

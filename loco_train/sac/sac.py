@@ -78,9 +78,8 @@ class SACConfig:
     """Precision of the hidden layers' matrix products in update(): 'float32', 'bfloat16', or
     'auto' (bfloat16 on a CPU with AVX512-BF16 or AMX, float32 elsewhere; see
     loco_train.sac.precision). Weights, optimiser states, heads, targets and acting stay
-    float32. float32 by default: bfloat16 runs 1.6x faster here, but at 50k steps its Hopper
-    mean fell below Stable-Baselines3's and its ANYmal run gave no checkpoint that passes the
-    walking evaluation (docs/training.md)."""
+    float32. float32 by default: at 50k steps bfloat16's Hopper mean fell below
+    Stable-Baselines3's; the ANYmal preset takes 'auto' (docs/training.md)."""
 
 
 def adam(params, lr: float) -> torch.optim.Optimizer:
