@@ -1,6 +1,6 @@
 """Mixed precision of the SAC update: bfloat16 matrix products where the CPU has units for them.
 
-On a CPU with AVX512-BF16 or AMX the hidden layers' matrix products run 2.5-4x faster in
+On a CPU with AVX512-BF16 or AMX the hidden layers' matrix products run 2.3-4x faster in
 bfloat16 (float32 accumulation) than in float32, and they are most of an update's time. The
 hand-written reverse passes (loco_train.sac.reverse) give those products bfloat16 operands;
 on autograd the autocast of `matmul_autocast` does. Either way the weights, their gradients as

@@ -362,15 +362,14 @@ class SAC:
 
         eps_actor (B, d): the actor step's noise, if this call steps the actor: its pass on s
         then runs in one batch with the target's on s~ (the actor has not moved in between),
-        and is returned last for actor_loss_and_gradient (else None).
+        and is returned last for actor_loss_and_gradient (else None; also with bfloat16 products).
         """
         s, s_next = self.normalize(obs), self.normalize(next_obs)  # (B, o)
         actor_pass, dtype = None, self.matmul_dtype
         if eps_actor is None or dtype != torch.float32:
-            # The target in float32 whatever the products' dtype (see critic_loss).
+            # The target in float32 whatever the products' dtype (see critic_loss); with other
+            # products the actor's pass on s runs apart, in actor_loss_and_gradient.
             a_next, log_pi_next = self.actor.sample(s_next, eps=eps_next)
-            if eps_actor is not None:
-                actor_pass = ActorPass(self.actor, self.cfg.activation, s, eps_actor, dtype)
         else:
             B = s.shape[0]
             both = ActorPass(
