@@ -52,6 +52,17 @@ def test_standing_policy_in_mujoco_stands_and_misses_every_moving_command(
     assert 0.2 < terms['track_lin_vel_xy'] < 0.9 and terms['orientation'] < 0.01
     assert terms['lin_vel_z'] < 0.01 and terms['torques'] > 0.0
     assert summary['gait']['air_share'] < 0.01  # standing: every foot on the ground
+    assert summary['crawls'] == 0 and 0.4 < summary['base_height']['median'] < 0.6
+    assert summary['base_height']['max_s_below'] == 0.0
+
+
+def test_a_robot_below_the_crawl_height_without_falling_counts_as_a_crawl(standing_policy):
+    from loco_train.experiments.evaluate import evaluate, EvalConfig
+
+    # the standing robot's base (about 0.5 m) is below a crawl height of 0.7 m all the time
+    summary = evaluate(str(standing_policy), EvalConfig(seeds=1, crawl_height=0.7))
+    assert summary['falls'] == 0 and summary['crawls'] == 1
+    assert summary['base_height']['max_s_below'] == pytest.approx(20.0, abs=0.05)
 
 
 def test_an_actuator_file_sets_the_drives_the_policy_is_evaluated_on(

@@ -143,3 +143,46 @@ def test_a_gait_clock_run_starts_from_the_velocity_policy_and_exports_its_layout
     exported = OnnxPolicy(path)
     assert exported.contract.gait_clock and exported.contract.obs_dim == 50
     run.env.close()
+
+
+def test_a_layer_norm_run_exports_a_file_that_reads_back_and_is_refused_where_unsupported(
+    tmp_path,
+):
+    import numpy as np
+    import pytest
+
+    from loco_policy.policy_file import OnnxPolicy
+    from loco_train.envs.vec_env import make_env
+    from loco_train.finetune.learner import FineTuner, WarmStartError
+    from loco_train.policy.export import export_policy
+    from loco_train.policy.onnx_import import actor_from_onnx
+
+    def runner(log_dir, layer_norm, init_policy=None):
+        shac = SHACConfig(horizon=4, critic_iterations=1, layer_norm=layer_norm)
+        cfg = ShacRunConfig(num_envs=8, iterations=2, log_dir=str(log_dir), progress=False,
+                            checkpoint_interval=0, init_policy=init_policy,
+                            shac=shac)  # fmt: skip
+        return ShacRunner(make_env('anymal', 8, seed=0, differentiable=True), cfg)
+
+    run = runner(tmp_path / 'a', True)
+    for net, hidden in ((run.shac.actor.trunk, 3), (run.shac.critic.net[0], 2)):
+        assert sum(isinstance(m, torch.nn.LayerNorm) for m in net) == hidden
+    run.learn()
+    policy, info = load_policy(run.save())
+    path = tmp_path / 'ln.onnx'
+    export_policy(policy, path, 'shac', 2, 0.0, layout=info['observation_layout'])
+    obs = torch.as_tensor(np.random.default_rng(0).normal(size=(16, 48)) * 0.5, dtype=torch.float32)
+    with torch.no_grad():
+        ours = run.shac.actor(run.shac.normalize(obs)).numpy()
+    exported = OnnxPolicy(path, warmup=0)
+    np.testing.assert_allclose([exported.act(o) for o in obs.numpy()], ours, atol=1e-5)
+    actor, _ = actor_from_onnx(path)  # checks itself against the file
+    assert any(isinstance(m, torch.nn.LayerNorm) for m in actor.trunk)
+    run.env.close()
+
+    resumed = runner(tmp_path / 'b', True, init_policy=str(path))  # the same network: accepted
+    resumed.env.close()
+    with pytest.raises(ValueError, match='layer_norm True here False'):
+        runner(tmp_path / 'c', False, init_policy=str(path))
+    with pytest.raises(WarmStartError, match='LayerNorm'):
+        FineTuner.from_onnx(str(path))

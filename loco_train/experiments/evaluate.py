@@ -116,6 +116,11 @@ class EvalConfig:
     """Base height (m) below which the robot has fallen."""
     fall_tilt: float = 1.0
     """Roll or pitch (rad) beyond which the robot has fallen."""
+    crawl_height: float = 0.38
+    """Base height (m) below which a robot that has not fallen is crawling (it walks at
+    0.45-0.55 m); reported beside the falls, never counted as one."""
+    crawl_s: float = 1.0
+    """Seconds below crawl_height after which an episode without a fall counts as a crawl."""
     payload: float = 0.0
     """Mass (kg) added to the base, as sim_robot's payload parameter."""
     gain_scale: float = 1.0
@@ -305,6 +310,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
     backend = make_backend(config.sim, perturbation, actuator=actuator)
     recorder = _open_video(video, policy_path, config) if video else None
     per_seed, falls, first, terms, video_summary, gaits = [], 0, None, [], None, []
+    crawls, low_s, heights = 0, [], []  # episodes crawled, s below crawl_height, median heights
     for seed in range(config.seeds):
         try:
             trace = run_episode(policy, backend, config, seed, recorder if seed == 0 else None)
@@ -313,6 +319,10 @@ def evaluate(policy_path, config, plot_path=None, video=None):
                 video_summary = recorder.close()
         first = trace if first is None else first
         falls += int(trace['fell'])
+        low = float(np.sum(trace['height'] < config.crawl_height)) * spec.CONTROL_DT  # s
+        crawls += int(not trace['fell'] and low > config.crawl_s)
+        low_s.append(low)
+        heights.append(float(np.median(trace['height'])))
         per_seed.append(segment_errors(trace))
         terms.append(trace['reward_terms'])
         gaits.append(gait_figures(trace))
@@ -344,6 +354,12 @@ def evaluate(policy_path, config, plot_path=None, video=None):
             'actuator': os.path.abspath(config.actuator) if config.actuator else None,
         },  # fmt: skip
         'falls': falls,
+        'crawls': crawls,  # episodes without a fall and over crawl_s below crawl_height
+        'base_height': {  # m over the schedule; s below crawl_height, the most of one episode
+            'median': float(np.median(heights)),
+            'crawl_height': config.crawl_height,
+            'max_s_below': float(max(low_s)),
+        },
         'gait': {  # means over the seeds (moving segments, after settling)
             key: float(np.mean(values)) if values else None
             for key in ('air_share', 'clearance_m')
@@ -425,6 +441,10 @@ def run(args):
         yaw = 'n/a' if errors['yaw_err'] is None else f'{errors["yaw_err"]:.3f}'
         print(f'{name:<14}{lin:>12}{yaw:>15}')
     print(f'falls: {summary["falls"]} of {summary["seeds"]}')
+    height = summary['base_height']
+    print(f'crawls: {summary["crawls"]} of {summary["seeds"]} (over {EvalConfig.crawl_s:g} s '
+          f'below {height["crawl_height"]:g} m without a fall); base height median '
+          f'{height["median"]:.3f} m')  # fmt: skip
     gait = summary['gait']
     if gait['air_share'] is not None:
         print(f'feet in the air {100 * gait["air_share"]:.0f} % of the moving time, swing '

@@ -169,6 +169,11 @@ class FineTuner:
                 f'learns from /replay/transitions, whose rows hold the {spec.OBS_DIM}-term '
                 'velocity observation (a gait-clock policy is not fine-tuned)'
             )
+        if any(isinstance(layer, torch.nn.LayerNorm) for layer in actor.trunk):
+            raise WarmStartError(
+                f"{path}: its actor has LayerNorm layers (loco-train shac --layer-norm), which "
+                "the SAC learner's actor does not; fine-tune a policy without them"
+            )
         sac = SAC(
             actor.trunk[0].in_features, actor.b, actor.c, _sac_config(config, actor), device=device
         )

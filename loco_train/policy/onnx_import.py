@@ -37,16 +37,19 @@ def actor_from_onnx(path, sigma0=0.3):
 
     The exporter writes the actor's parameters under their module names (actor.trunk.<i>.*,
     actor.head.*, actor.b, actor.c) and the normaliser as its mean and sqrt(var + eps); hidden
-    sizes and the activation are read from the graph.
+    sizes and the activation are read from the graph, and a trunk whose weights include vectors
+    has a LayerNorm after each activation.
     """
     import onnx
 
     weights = initializers(path)
-    trunk = sorted(
+    in_trunk = sorted(
         (int(name.split('.')[2]), name)
         for name in weights
         if name.startswith('actor.trunk.') and name.endswith('.weight')
     )
+    trunk = [(i, name) for i, name in in_trunk if weights[name].ndim == 2]  # the Linear layers
+    layer_norm = len(trunk) < len(in_trunk)  # LayerNorm weights are vectors (width,)
     needed = ('actor.head.weight', 'actor.head.bias', 'actor.b', 'actor.c', 'normalizer.mean')
     if not trunk or any(name not in weights for name in needed):
         raise PolicyImportError(
@@ -65,6 +68,7 @@ def actor_from_onnx(path, sigma0=0.3):
         hidden=hidden,
         activation=activation,
         sigma0=sigma0,
+        layer_norm=layer_norm,
     )
     state = {
         key: torch.as_tensor(np.array(weights[f'actor.{key}']))

@@ -135,8 +135,16 @@ class ShacRunner:
             raise ValueError(f'--init-policy {path}: {error}') from None
         own = self.shac.actor_kwargs
         hidden = tuple(m.out_features for m in actor.trunk if isinstance(m, torch.nn.Linear))
-        found = {'hidden': hidden, 'activation': type(actor.trunk[1]).__name__.lower()}
-        wanted = {'hidden': tuple(own['hidden']), 'activation': own['activation']}
+        found = {
+            'hidden': hidden,
+            'activation': type(actor.trunk[1]).__name__.lower(),
+            'layer_norm': any(isinstance(m, torch.nn.LayerNorm) for m in actor.trunk),
+        }
+        wanted = {
+            'hidden': tuple(own['hidden']),
+            'activation': own['activation'],
+            'layer_norm': bool(own.get('layer_norm', False)),
+        }
         differences = [f'{k} {v} here {wanted[k]}' for k, v in found.items() if v != wanted[k]]
         for key, value in (('action_bias', actor.b), ('action_scale', actor.c)):
             if not np.allclose(value.tolist(), own[key], atol=1e-6):
@@ -355,6 +363,10 @@ OPTIONS = {
         'shac.max_action_change',
         "scale back an actor step whose mean change of the deterministic action's tanh on the"
         " window's observations exceeds this; 0 off (default %(default)s)",
+    ),
+    'layer_norm': (
+        'shac.layer_norm',
+        'a LayerNorm after every hidden activation of the actor and the critic (Xu et al.)',
     ),
     'spike_factor': (
         'shac.spike_factor',

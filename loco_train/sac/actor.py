@@ -74,6 +74,7 @@ class SquashedGaussianActor(nn.Module):
         sigma0: float = 0.15,
         log_sigma_bounds: tuple[float, float] = (-5.0, 2.0),
         mean_init_std: float = 1e-4,
+        layer_norm: bool = False,
     ):
         super().__init__()
         b = torch.as_tensor(np.asarray(action_bias), dtype=torch.float32).reshape(-1)
@@ -87,7 +88,7 @@ class SquashedGaussianActor(nn.Module):
         self.log_sigma_bounds = (float(l_min), float(l_max))
         self.register_buffer('b', b)  # (d,) centre of the action box
         self.register_buffer('c', c)  # (d,) half-range of the action box
-        self.trunk = mlp(obs_dim, hidden, activation)
+        self.trunk = mlp(obs_dim, hidden, activation, layer_norm)
         self.head = nn.Linear(hidden[-1] if hidden else obs_dim, 2 * d)  # z = W h + b -> [mu, l]
         with torch.no_grad():
             # Sec. 3.3: [W_mu]_ij ~ N(0, eps), b_mu = 0; W_logsigma = 0, b_logsigma = log(sigma0).

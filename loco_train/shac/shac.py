@@ -64,6 +64,9 @@ class SHACConfig:
     """Critic MLP hidden sizes."""
     activation: str = 'elu'
     """Activation of both MLPs."""
+    layer_norm: bool = False
+    """A LayerNorm after every hidden activation of the actor and the critic, as in Xu et al.'s
+    networks (not in the shipped policies' actor)."""
     sigma0: float = 0.3
     """Initial exploration standard deviation of the actor's latent Gaussian."""
     actor_warmup: int = 0
@@ -106,10 +109,12 @@ class SHACConfig:
 class Critic(nn.Module):
     """V(s): an MLP with a scalar head."""
 
-    def __init__(self, obs_dim, hidden, activation):
+    def __init__(self, obs_dim, hidden, activation, layer_norm=False):
         """Build the MLP obs_dim -> hidden -> 1."""
         super().__init__()
-        self.net = nn.Sequential(mlp(obs_dim, hidden, activation), nn.Linear(hidden[-1], 1))
+        self.net = nn.Sequential(
+            mlp(obs_dim, hidden, activation, layer_norm), nn.Linear(hidden[-1], 1)
+        )
 
     def forward(self, obs):
         """Return V (B,) for normalised observations (B, obs_dim)."""
@@ -162,12 +167,17 @@ class SHAC:
             sigma0=self.cfg.sigma0,
             mean_init_std=1e-2,
         )
+        if self.cfg.layer_norm:  # absent otherwise: files of the plain actor keep their kwargs
+            self.actor_kwargs['layer_norm'] = True
         self.actor = SquashedGaussianActor(**self.actor_kwargs).to(self.device)
         self.privileged_dim = int(privileged_dim) if self.cfg.critic_privileged else 0
         if self.cfg.critic_privileged and self.privileged_dim <= 0:
             raise ValueError('critic_privileged needs an env with privileged state')
         self.critic = Critic(
-            obs_dim + self.privileged_dim, self.cfg.critic_hidden, self.cfg.activation
+            obs_dim + self.privileged_dim,
+            self.cfg.critic_hidden,
+            self.cfg.activation,
+            self.cfg.layer_norm,
         ).to(self.device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.normalizer = EmpiricalNormalizer(obs_dim).to(self.device)
