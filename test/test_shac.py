@@ -250,3 +250,39 @@ def test_the_trust_region_scales_an_actor_step_back_to_its_limit():
     assert free[0] > 1e-3  # an unlimited step moves the actions further than the limit
     assert limited[1]['trust_scale'] < 0.2
     assert limited[0] == pytest.approx(1e-4, rel=0.2)  # scaled back (to first order) to 1e-4
+
+
+def test_a_drop_of_the_mean_reward_restores_the_state_of_its_best_and_resumes_with_it():
+    env = PointMassEnv(num_envs=8, seed=1)
+    shac = make(env, rollback_drop=0.3, rollback_windows=3)
+    weight = next(shac.actor.parameters())
+
+    def window(reward, nudge):
+        with torch.no_grad():
+            weight.add_(nudge)  # stands for the window's actor step
+        return shac._rollback(reward)
+
+    assert window(1.0, 0.0)['rollback'] == 0.0  # fewer than 3 windows: no judgement
+    window(1.0, 0.0)
+    assert window(1.0, 0.0)['reward_mean_recent'] == pytest.approx(1.0)  # best 1.0, kept
+    best = weight.detach().clone()
+    assert window(0.9, 1.0)['rollback'] == 0.0  # mean 0.97: within 30 %
+    assert window(0.5, 1.0)['rollback'] == 0.0  # mean 0.8: within 30 %
+    assert not torch.equal(weight, best)
+    metrics = window(0.0, 1.0)  # mean 0.47, below 0.7 of the best
+    assert metrics['rollback'] == 1.0 and metrics['rollbacks'] == 1.0
+    torch.testing.assert_close(weight.detach(), best)
+    assert window(0.0, 0.0)['rollback'] == 0.0  # the recent means start again after it
+
+    saved = shac.state_dict()
+    fresh = make(env, rollback_drop=0.3, rollback_windows=3)
+    fresh.load_state_dict(saved)
+    assert fresh.rollback['count'] == 1 and fresh.rollback['best'] == pytest.approx(1.0)
+    torch.testing.assert_close(fresh.rollback['state']['actor'], shac.rollback['state']['actor'])
+
+
+def test_without_a_positive_best_there_is_no_rollback():
+    env = PointMassEnv(num_envs=8, seed=1)
+    shac = make(env, rollback_drop=0.3, rollback_windows=2)
+    for reward in (-1.0, -1.0, -5.0, -5.0):
+        assert shac._rollback(reward)['rollback'] == 0.0

@@ -373,6 +373,15 @@ OPTIONS = {
         'hold back a window whose actor gradient norm exceeds this many times the median of the'
         ' last applied windows; 0 off (default %(default)s)',
     ),
+    'rollback_drop': (
+        'shac.rollback_drop',
+        'go back to the state of the best mean reward per step over --rollback-windows windows'
+        ' when that mean falls by this fraction of it; 0 off (default %(default)s)',
+    ),
+    'rollback_windows': (
+        'shac.rollback_windows',
+        'windows the rollback rule averages the reward over (default %(default)s)',
+    ),
     'threads': (
         'threads',
         "torch CPU threads of a one-process run, 0 = torch's default; under torchrun"

@@ -102,6 +102,13 @@ class SHACConfig:
     spike_max_skips: int = 10
     """After this many windows in a row held back, the next is applied (clipped), so that a
     lasting change of the gradient's scale is followed."""
+    rollback_drop: float = 0.0
+    """When the mean reward per step over the last rollback_windows windows falls below
+    (1 - rollback_drop) times the best such mean so far, the actor, critics, normaliser and
+    optimisers go back to their state at that best (a walking policy's collapse is undone
+    instead of relearned). 0: off."""
+    rollback_windows: int = 25
+    """Windows whose mean reward per step the rollback rule compares."""
     extra: dict = field(default_factory=dict)
     """Free-form notes stored with checkpoints."""
 
@@ -189,6 +196,8 @@ class SHAC:
         self.iterations = 0
         self.spike_norms = []  # actor gradient norms of the last applied windows
         self.spike_skips = 0  # windows held back in a row
+        # rollback rule: recent windows' mean reward per step, the best mean, its state
+        self.rollback = {'recent': [], 'best': None, 'state': None, 'count': 0}
 
     def _rows(self, n):
         """(population size, slice of this rank's rows) for n local environments."""
@@ -342,7 +351,12 @@ class SHAC:
         metrics.update(self.fit_critic(batch))
         self.soft_update()
         self.iterations += 1
-        metrics['window_reward_mean'] = float(batch['reward'].mean())
+        moments = torch.tensor([float(batch['reward'].sum()), batch['reward'].numel()])
+        if self.sync is not None:  # the population's mean, alike on every rank
+            self.sync.all_reduce_sum_(moments)
+        metrics['window_reward_mean'] = float(moments[0] / moments[1])
+        if cfg.rollback_drop:
+            metrics.update(self._rollback(metrics['window_reward_mean']))
         metrics.update(logged)
         return obs.detach(), metrics, batch
 
@@ -472,6 +486,41 @@ class SHAC:
         del history[: -cfg.spike_history]
         return False
 
+    def _rollback(self, reward_mean):
+        """Keep the state of the best recent mean reward; go back to it after a drop."""
+        cfg, rb = self.cfg, self.rollback
+        rb['recent'] = (rb['recent'] + [reward_mean])[-cfg.rollback_windows :]
+        metrics = {'rollback': 0.0}
+        if len(rb['recent']) < cfg.rollback_windows:
+            return metrics
+        recent = float(np.mean(rb['recent']))
+        metrics['reward_mean_recent'] = recent
+        if rb['best'] is None or recent > rb['best']:
+            rb['best'] = recent
+            rb['state'] = copy.deepcopy(self._learned_state())
+        elif rb['best'] > 0.0 and recent < (1.0 - cfg.rollback_drop) * rb['best']:
+            self._load_learned_state(rb['state'])
+            rb['recent'], rb['count'] = [], rb['count'] + 1
+            metrics['rollback'] = 1.0
+        metrics['rollbacks'] = float(rb['count'])
+        return metrics
+
+    def _learned_state(self):
+        """Networks, normaliser and optimisers (what a rollback restores)."""
+        keys = ('actor', 'critic', 'target_critic', 'normalizer', 'actor_opt', 'critic_opt')
+        state = self.state_dict()
+        return {key: state[key] for key in keys}
+
+    def _load_learned_state(self, state):
+        """Restore _learned_state()'s parts (copies, so that the kept state stays as it is)."""
+        state = copy.deepcopy(state)
+        self.actor.load_state_dict(state['actor'])
+        self.critic.load_state_dict(state['critic'])
+        self.target_critic.load_state_dict(state['target_critic'])
+        self.normalizer.load_state_dict(state['normalizer'])
+        self.actor_opt.load_state_dict(state['actor_opt'])
+        self.critic_opt.load_state_dict(state['critic_opt'])
+
     @torch.no_grad()
     def soft_update(self):
         """Target <- alpha target + (1 - alpha) critic."""
@@ -492,6 +541,8 @@ class SHAC:
             'generator': self.generator.get_state(),
             'spike_norms': list(self.spike_norms),
             'spike_skips': self.spike_skips,
+            'rollback': {k: v for k, v in self.rollback.items() if k != 'state'},
+            'rollback_state': self.rollback['state'],
         }
 
     def load_state_dict(self, state):
@@ -507,3 +558,5 @@ class SHAC:
             self.generator.set_state(state['generator'])
         self.spike_norms = list(state.get('spike_norms', []))
         self.spike_skips = int(state.get('spike_skips', 0))
+        if 'rollback' in state:
+            self.rollback = dict(state['rollback'], state=state.get('rollback_state'))
