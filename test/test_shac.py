@@ -273,11 +273,18 @@ def test_a_drop_of_the_mean_reward_restores_the_state_of_its_best_and_resumes_wi
     assert metrics['rollback'] == 1.0 and metrics['rollbacks'] == 1.0
     torch.testing.assert_close(weight.detach(), best)
     assert window(0.0, 0.0)['rollback'] == 0.0  # the recent means start again after it
+    window(0.0, 0.0)
+    metrics = window(0.1, 0.5)  # the restored state falls short as well: no second rollback
+    assert metrics['rollback'] == 0.0 and shac.rollback['best'] == pytest.approx(0.1 / 3)
+    kept = weight.detach().clone()  # the present state is the new best's
+    window(0.0, 0.0), window(0.0, 0.0)
+    assert window(0.0, 1.0)['rollback'] == 1.0  # mean 0: a drop from the new best
+    torch.testing.assert_close(weight.detach(), kept)
 
     saved = shac.state_dict()
     fresh = make(env, rollback_drop=0.3, rollback_windows=3)
     fresh.load_state_dict(saved)
-    assert fresh.rollback['count'] == 1 and fresh.rollback['best'] == pytest.approx(1.0)
+    assert fresh.rollback['count'] == 2 and fresh.rollback['best'] == pytest.approx(0.1 / 3)
     torch.testing.assert_close(fresh.rollback['state']['actor'], shac.rollback['state']['actor'])
 
 

@@ -106,7 +106,8 @@ class SHACConfig:
     """When the mean reward per step over the last rollback_windows windows falls below
     (1 - rollback_drop) times the best such mean so far, the actor, critics, normaliser and
     optimisers go back to their state at that best (a walking policy's collapse is undone
-    instead of relearned). 0: off."""
+    instead of relearned). When the restored state falls short of that best as well, the best
+    is taken as out of reach and the rule starts again from the present level. 0: off."""
     rollback_windows: int = 25
     """Windows whose mean reward per step the rollback rule compares."""
     extra: dict = field(default_factory=dict)
@@ -197,7 +198,7 @@ class SHAC:
         self.spike_norms = []  # actor gradient norms of the last applied windows
         self.spike_skips = 0  # windows held back in a row
         # rollback rule: recent windows' mean reward per step, the best mean, its state
-        self.rollback = {'recent': [], 'best': None, 'state': None, 'count': 0}
+        self.rollback = {'recent': [], 'best': None, 'state': None, 'count': 0, 'restored': False}
 
     def _rows(self, n):
         """(population size, slice of this rank's rows) for n local environments."""
@@ -495,12 +496,16 @@ class SHAC:
             return metrics
         recent = float(np.mean(rb['recent']))
         metrics['reward_mean_recent'] = recent
-        if rb['best'] is None or recent > rb['best']:
-            rb['best'] = recent
+        dropped = rb['best'] is not None and 0.0 < rb['best']
+        dropped = dropped and recent < (1.0 - cfg.rollback_drop) * rb['best']
+        if rb['best'] is None or recent > rb['best'] or (dropped and rb.get('restored')):
+            # a new best; or the restored state fell short of its best too: that best was the
+            # moment's (e.g. the first windows' freshly reset robots), the level starts again
+            rb['best'], rb['restored'] = recent, False
             rb['state'] = copy.deepcopy(self._learned_state())
-        elif rb['best'] > 0.0 and recent < (1.0 - cfg.rollback_drop) * rb['best']:
+        elif dropped:
             self._load_learned_state(rb['state'])
-            rb['recent'], rb['count'] = [], rb['count'] + 1
+            rb['recent'], rb['count'], rb['restored'] = [], rb['count'] + 1, True
             metrics['rollback'] = 1.0
         metrics['rollbacks'] = float(rb['count'])
         return metrics
