@@ -57,7 +57,7 @@ def test_standing_policy_in_mujoco_stands_and_misses_every_moving_command(
 
 
 def test_a_robot_below_the_crawl_height_without_falling_counts_as_a_crawl(standing_policy):
-    from loco_train.experiments.evaluate import evaluate, EvalConfig
+    from loco_train.experiments.evaluate import EvalConfig, evaluate
 
     # the standing robot's base (about 0.5 m) is below a crawl height of 0.7 m all the time
     summary = evaluate(str(standing_policy), EvalConfig(seeds=1, crawl_height=0.7))

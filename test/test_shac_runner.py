@@ -171,7 +171,8 @@ def test_a_layer_norm_run_exports_a_file_that_reads_back_and_is_refused_where_un
     policy, info = load_policy(run.save())
     path = tmp_path / 'ln.onnx'
     export_policy(policy, path, 'shac', 2, 0.0, layout=info['observation_layout'])
-    obs = torch.as_tensor(np.random.default_rng(0).normal(size=(16, 48)) * 0.5, dtype=torch.float32)
+    obs = np.random.default_rng(0).normal(size=(16, 48)) * 0.5
+    obs = torch.as_tensor(obs, dtype=torch.float32)
     with torch.no_grad():
         ours = run.shac.actor(run.shac.normalize(obs)).numpy()
     exported = OnnxPolicy(path, warmup=0)

@@ -171,7 +171,7 @@ class FineTuner:
             )
         if any(isinstance(layer, torch.nn.LayerNorm) for layer in actor.trunk):
             raise WarmStartError(
-                f"{path}: its actor has LayerNorm layers (loco-train shac --layer-norm), which "
+                f'{path}: its actor has LayerNorm layers (loco-train shac --layer-norm), which '
                 "the SAC learner's actor does not; fine-tune a policy without them"
             )
         sac = SAC(
