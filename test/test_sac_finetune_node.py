@@ -498,9 +498,11 @@ def test_the_regression_guard_sends_the_actor_back_to_the_best_version(link, run
     assert json.loads(link.diag['guard_best'])['version'] == 0, link.diag
     assert link.spin_until(lambda: link.value('actor_follows') == 1, 10.0), link.diag
     assert link.diag['last_follow'] == 'actor reset to best version 0', link.diag
-    # the best one goes out again at once: v2, with the warm start's actor
-    assert link.spin_until(lambda: len(link.updates) == 2, 30.0), (link.diag, node.log())
-    a, b = (OnnxPolicy(u['path'], warmup=1) for u in link.updates)
+    # the best one goes out again at once: v2, with the warm start's actor (later exports of
+    # the learning that goes on may arrive in the same spin)
+    assert link.spin_until(lambda: len(link.updates) >= 2, 30.0), (link.diag, node.log())
+    assert link.updates[1]['version'] == 2, link.updates
+    a, b = (OnnxPolicy(u['path'], warmup=1) for u in link.updates[:2])
     start = OnnxPolicy(SHIPPED_POLICY, warmup=1)
     obs = np.array([row(s).obs for s in range(20)])
     assert max(np.abs(b.act(o) - start.act(o)).max() for o in obs) < 1e-4
