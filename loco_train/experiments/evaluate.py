@@ -358,6 +358,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
         'base_height': {  # m over the schedule; s below crawl_height, the most of one episode
             'median': float(np.median(heights)),
             'crawl_height': config.crawl_height,
+            'crawl_s': config.crawl_s,
             'max_s_below': float(max(low_s)),
         },
         'gait': {  # means over the seeds (moving segments, after settling)
@@ -442,7 +443,7 @@ def run(args):
         print(f'{name:<14}{lin:>12}{yaw:>15}')
     print(f'falls: {summary["falls"]} of {summary["seeds"]}')
     height = summary['base_height']
-    print(f'crawls: {summary["crawls"]} of {summary["seeds"]} (over {EvalConfig.crawl_s:g} s '
+    print(f'crawls: {summary["crawls"]} of {summary["seeds"]} (over {height["crawl_s"]:g} s '
           f'below {height["crawl_height"]:g} m without a fall); base height median '
           f'{height["median"]:.3f} m')  # fmt: skip
     gait = summary['gait']

@@ -498,11 +498,11 @@ class SHAC:
         metrics['reward_mean_recent'] = recent
         dropped = rb['best'] is not None and 0.0 < rb['best']
         dropped = dropped and recent < (1.0 - cfg.rollback_drop) * rb['best']
-        if rb['best'] is None or recent > rb['best'] or (dropped and rb.get('restored')):
+        if rb['best'] is None or recent > rb['best'] or (dropped and rb['restored']):
             # a new best; or the restored state fell short of its best too: that best was the
             # moment's (e.g. the first windows' freshly reset robots), the level starts again
             rb['best'], rb['restored'] = recent, False
-            rb['state'] = copy.deepcopy(self._learned_state())
+            rb['state'] = self._learned_state()
         elif dropped:
             self._load_learned_state(rb['state'])
             rb['recent'], rb['count'], rb['restored'] = [], rb['count'] + 1, True
@@ -510,21 +510,25 @@ class SHAC:
         metrics['rollbacks'] = float(rb['count'])
         return metrics
 
+    def _learned_parts(self):
+        """Name -> module or optimiser whose state a checkpoint and a rollback hold."""
+        return {
+            'actor': self.actor,
+            'critic': self.critic,
+            'target_critic': self.target_critic,
+            'normalizer': self.normalizer,
+            'actor_opt': self.actor_opt,
+            'critic_opt': self.critic_opt,
+        }
+
     def _learned_state(self):
-        """Networks, normaliser and optimisers (what a rollback restores)."""
-        keys = ('actor', 'critic', 'target_critic', 'normalizer', 'actor_opt', 'critic_opt')
-        state = self.state_dict()
-        return {key: state[key] for key in keys}
+        """A copy of the networks', normaliser's and optimisers' state (what a rollback keeps)."""
+        return copy.deepcopy({k: part.state_dict() for k, part in self._learned_parts().items()})
 
     def _load_learned_state(self, state):
         """Restore _learned_state()'s parts (copies, so that the kept state stays as it is)."""
-        state = copy.deepcopy(state)
-        self.actor.load_state_dict(state['actor'])
-        self.critic.load_state_dict(state['critic'])
-        self.target_critic.load_state_dict(state['target_critic'])
-        self.normalizer.load_state_dict(state['normalizer'])
-        self.actor_opt.load_state_dict(state['actor_opt'])
-        self.critic_opt.load_state_dict(state['critic_opt'])
+        for key, part in self._learned_parts().items():
+            part.load_state_dict(copy.deepcopy(state[key]))
 
     @torch.no_grad()
     def soft_update(self):
@@ -536,12 +540,7 @@ class SHAC:
     def state_dict(self):
         """Everything needed to resume: networks, normaliser, optimisers, iteration count."""
         return {
-            'actor': self.actor.state_dict(),
-            'critic': self.critic.state_dict(),
-            'target_critic': self.target_critic.state_dict(),
-            'normalizer': self.normalizer.state_dict(),
-            'actor_opt': self.actor_opt.state_dict(),
-            'critic_opt': self.critic_opt.state_dict(),
+            **{key: part.state_dict() for key, part in self._learned_parts().items()},
             'iterations': self.iterations,
             'generator': self.generator.get_state(),
             'spike_norms': list(self.spike_norms),
@@ -552,12 +551,8 @@ class SHAC:
 
     def load_state_dict(self, state):
         """Restore from state_dict()."""
-        self.actor.load_state_dict(state['actor'])
-        self.critic.load_state_dict(state['critic'])
-        self.target_critic.load_state_dict(state['target_critic'])
-        self.normalizer.load_state_dict(state['normalizer'])
-        self.actor_opt.load_state_dict(state['actor_opt'])
-        self.critic_opt.load_state_dict(state['critic_opt'])
+        for key, part in self._learned_parts().items():
+            part.load_state_dict(state[key])
         self.iterations = int(state['iterations'])
         if 'generator' in state:
             self.generator.set_state(state['generator'])
