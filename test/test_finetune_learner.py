@@ -76,6 +76,25 @@ def test_updates_follow_the_update_to_data_ratio_and_the_actor_waits_for_its_war
     assert not all(torch.equal(a, b) for a, b in zip(actor_before, tuner.sac.actor.parameters()))
 
 
+def test_the_anchor_bounds_the_actors_drift_from_the_warm_start():
+    def drift(anchor):
+        cfg = FinetuneConfig(
+            warmup_updates=0, learning_starts=64, batch_size=32, actor_update_interval=1,
+            actor_lr=1e-3, anchor=anchor,
+        )  # fmt: skip
+        tuner = FineTuner.from_onnx(SHIPPED, cfg)
+        assert tuner.anchor_distance() == 0.0
+        tuner.add(fake_transitions(64))
+        tuner.add(fake_transitions(80, seed=1))
+        assert tuner.update() == 100  # 100 actor steps at lr 1e-3
+        return tuner.anchor_distance()
+
+    free, held, pinned = drift(0.0), drift(0.05), drift(1.0)
+    assert free > 0.05  # Adam moves a weight by up to about lr per step: 100 steps, ~0.1
+    assert held < 0.5 * free  # lr / anchor = 0.02 per weight, reached within ~1 / anchor steps
+    assert pinned == 0.0  # pulled all the way back after every step
+
+
 def test_nan_transitions_are_not_stored():
     tuner = FineTuner.from_onnx(SHIPPED, FinetuneConfig(learning_starts=1))
     t = fake_transitions(10)

@@ -337,6 +337,7 @@ def main(argv=None):
                     'tracking_error': error,
                     'falls': summary['falls'],
                     'robot_falls': robot.falls,
+                    'anchor_distance': round(tuner.anchor_distance(), 6),
                     'metrics': metrics,
                 }
             )

@@ -107,6 +107,11 @@ class FinetuneConfig:
     the running one's verdict."""
     guard_margin: float = 0.1
     """Relative tracking error above the best version's that counts as a regression."""
+    anchor: float = 0.0
+    """Pull towards the warm start (L2-SP, decoupled as AdamW decouples weight decay): after
+    every actor step each actor weight moves this share of its distance back to the warm
+    start's, phi <- phi - anchor (phi - phi_0). A drift of Adam's about lr per step then levels
+    off near lr / anchor per weight; 0 off."""
 
 
 def contract_command_ranges(path):
@@ -148,6 +153,8 @@ class FineTuner:
         self.template = OnnxTemplate()  # candidates after the first swap weights, no re-trace
         self.actor_states = collections.OrderedDict()  # version -> (actor, optimiser) states
         self.follows = 0  # times the actor was reset to the policy the robot runs
+        # phi_0 of the anchor: the warm start's actor weights (the policy the robot ran first)
+        self.anchor_params = [p.detach().clone() for p in sac.actor.parameters()]
         self._apply_schedule()
         self._remember_actor(self.version)  # the warm start: what the robot runs at first
 
@@ -321,12 +328,30 @@ class FineTuner:
         if len(self.robot) < max(1, self.cfg.learning_starts):
             return 0
         count = self.owed() if limit is None else min(self.owed(), int(limit))
+        sac = self.sac
         for _ in range(count):
-            self.last_metrics = self.sac.update(self.sample(), self.generator)
+            self.last_metrics = sac.update(self.sample(), self.generator)
+            if self.cfg.anchor > 0 and sac.num_calls % sac.cfg.actor_update_interval == 0:
+                self._pull_to_anchor()
             self.updates += 1
             self.credit -= 1.0
             self._apply_schedule()
         return count
+
+    @torch.no_grad()
+    def _pull_to_anchor(self):
+        """phi <- phi + anchor (phi_0 - phi) for every actor weight (after an actor step)."""
+        torch._foreach_lerp_(
+            list(self.sac.actor.parameters()), self.anchor_params, self.cfg.anchor
+        )
+
+    def anchor_distance(self):
+        """max |phi - phi_0| over the actor's weights: how far the actor moved from the start."""
+        with torch.no_grad():
+            return max(
+                float((p - p0).abs().max())
+                for p, p0 in zip(self.sac.actor.parameters(), self.anchor_params, strict=True)
+            )
 
     def metrics(self):
         """The last update's metrics as floats (reads the device)."""

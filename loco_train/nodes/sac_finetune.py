@@ -38,7 +38,7 @@ LEARNER_PARAMETERS = (
     'utd_ratio', 'actor_update_interval', 'actor_lr', 'critic_lr', 'alpha_lr', 'init_alpha',
     'batch_size', 'n_step', 'gamma', 'warmup_updates', 'checkpoint_warmup_updates',
     'prior_share', 'prior_decay_updates', 'learning_starts', 'replay_capacity', 'guard_rows',
-    'guard_margin',
+    'guard_margin', 'anchor',
 )  # fmt: skip
 """FinetuneConfig fields exposed as parameters of the same name."""
 
@@ -266,6 +266,7 @@ class SacFinetune(Node):
             'updates_per_s': round(self.rate, 2),
             'actor_frozen': self.tuner.actor_frozen,
             'actor_follows': self.tuner.follows,
+            'anchor_distance': round(self.tuner.anchor_distance(), 6),
             'last_follow': self.follow_note,
             'gated': self.gated,
             'last_gate': self.last_gate,
