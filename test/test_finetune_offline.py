@@ -76,3 +76,12 @@ def test_the_regression_guard_sends_the_actor_back_to_the_best_version(tmp_path,
     assert 1 <= len(swaps) <= 0.4 * 60 * 50 / 150
     rows = [json.loads(line) for line in open(tmp_path / 'rows.jsonl')]
     assert rows[-1]['guard']['best_version'] == 1
+    assert rows[0]['robot_minutes'] == 0.0 and rows[0]['tracking_error'] == result['frozen']
+    assert json.loads((tmp_path / 'result.json').read_text()) == result
+    # runs drawn together: the frozen line is the first run's row at 0 minutes
+    figure = tmp_path / 'both.png'
+    finetune_offline.main(['--compare', f'a={tmp_path / "rows.jsonl"}', '--compare',
+                           f'b={tmp_path / "rows.jsonl"}', '--out', str(figure)])  # fmt: skip
+    drawn = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert drawn == {'figure': str(figure), 'runs': ['a', 'b'], 'frozen': result['frozen']}
+    assert figure.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'

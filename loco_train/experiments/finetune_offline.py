@@ -77,6 +77,13 @@ def parse_args(argv=None):
     )
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--threads', type=int, default=1)
+    p.add_argument(
+        '--compare',
+        action='append',
+        default=[],
+        metavar='LABEL=ROWS',
+        help="draw runs' rows.jsonl in one figure, OUT (a .png), and exit (repeatable)",
+    )
     p.add_argument('--out', required=True)
     return p.parse_args(argv)
 
@@ -181,20 +188,26 @@ class Robot:
         return [row] if row is not None else []
 
 
-def plot(rows, path, frozen):
-    """Tracking error against minutes of robot data."""
+def plot(rows, path, frozen, runs=None):
+    """Tracking error against minutes of robot data; runs: {label: rows} drawn together."""
     import matplotlib
 
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
+    runs = runs or {'running policy, perturbed robot': rows}
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(
-        [r['robot_minutes'] for r in rows],
-        [r['tracking_error'] for r in rows],
-        'o-',
-        label='running policy, perturbed robot',
-    )
+    for label, run in runs.items():
+        minutes = [r['robot_minutes'] for r in run]
+        line = ax.plot(minutes, [r['tracking_error'] for r in run], 'o-', ms=3, label=label)[0]
+        falls = [r for r in run if r.get('falls')]  # evaluations with a fall: open markers
+        ax.plot(
+            [r['robot_minutes'] for r in falls],
+            [r['tracking_error'] for r in falls],
+            'o', ms=8, mfc='none', color=line.get_color(),
+        )  # fmt: skip
+    if any(r.get('falls') for run in runs.values() for r in run):
+        ax.plot([], [], 'o', ms=8, mfc='none', color='grey', label='a fall in the evaluation')
     ax.axhline(frozen, color='grey', ls='--', label='frozen')
     ax.axhline(0.7 * frozen, color='green', ls=':', label='30 % lower')
     ax.set_xlabel('robot data (min)')
@@ -203,6 +216,21 @@ def plot(rows, path, frozen):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def compare(items, path):
+    """Draw LABEL=ROWS runs (each run's rows.jsonl) in one figure at path."""
+    runs = {}
+    for item in items:
+        label, _, rows_path = item.rpartition('=')
+        with open(rows_path) as handle:
+            runs[label or rows_path] = [json.loads(line) for line in handle if line.strip()]
+    # the frozen policy: the row at 0 minutes, else version 1's (the warm start exported as is)
+    rows = next(iter(runs.values()))
+    frozen = next(r for r in rows if r['robot_minutes'] == 0 or r['version'] == 1)
+    frozen = frozen['tracking_error']
+    plot(None, path, frozen, runs)
+    print(json.dumps({'figure': path, 'runs': list(runs), 'frozen': frozen}))
 
 
 def main(argv=None):
@@ -219,6 +247,8 @@ def main(argv=None):
     from loco_train.finetune.reward import weights_from_overrides
 
     args = parse_args(argv)
+    if args.compare:
+        return compare(args.compare, args.out)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
@@ -263,6 +293,8 @@ def main(argv=None):
         {'robot_minutes': 0.0, 'version': running_version, 'updates': 0, 'tracking_error': frozen}
     ]
     print(f'frozen: tracking error {frozen:.3f}', file=sys.stderr)
+    with open(os.path.join(args.out, 'rows.jsonl'), 'w') as handle:  # a fresh file per run
+        handle.write(json.dumps(rows_out[0]) + '\n')
     target = int(args.minutes * 60 / spec.CONTROL_DT)
     pending, recent, learned = [], [], 0
     next_eval, exported_at, rejected, began = args.eval_every, 0, 0, time.monotonic()
@@ -371,6 +403,8 @@ def main(argv=None):
         'updates': tuner.updates,
         'args': vars(args),
     }
+    with open(os.path.join(args.out, 'result.json'), 'w') as handle:
+        handle.write(json.dumps(result) + '\n')
     print(json.dumps(result))
 
 
