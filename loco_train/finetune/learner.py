@@ -340,13 +340,13 @@ class FineTuner:
 
     @torch.no_grad()
     def _pull_to_anchor(self):
-        """phi <- phi + anchor (phi_0 - phi) for every actor weight (after an actor step)."""
+        """Move every actor weight: phi <- phi + anchor (phi_0 - phi) (after an actor step)."""
         torch._foreach_lerp_(
             list(self.sac.actor.parameters()), self.anchor_params, self.cfg.anchor
         )
 
     def anchor_distance(self):
-        """max |phi - phi_0| over the actor's weights: how far the actor moved from the start."""
+        """How far the actor moved from the warm start: max |phi - phi_0| over its weights."""
         with torch.no_grad():
             return max(
                 float((p - p0).abs().max())
