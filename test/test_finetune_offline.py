@@ -20,7 +20,8 @@ def test_the_offline_loop_learns_swaps_and_reports(tmp_path, capsys):
     # UTD 1.25 on what came after learning_starts (a few rows wait in the assembler's window)
     assert 1.25 * (transitions - 64 - 40) <= result['updates'] <= 1.25 * transitions
     rows = [json.loads(line) for line in open(tmp_path / 'rows.jsonl')]
-    assert len(rows) == 2 and rows[0]['robot_minutes'] >= 0.15  # an evaluation every 0.15 min
+    assert rows[0]['robot_minutes'] == 0.0  # the frozen policy's row, then one every 0.15 min
+    assert len(rows) == 3 and rows[1]['robot_minutes'] >= 0.15
     assert rows[-1]['version'] == rows[-1]['exported'] >= 3  # exported, all swapped in
     assert (tmp_path / 'v001.onnx').exists()  # version 1: the warm start
     assert result['rejected'] == 0 and result['robot_falls'] == 0
