@@ -225,10 +225,9 @@ def compare(items, path):
         label, _, rows_path = item.rpartition('=')
         with open(rows_path) as handle:
             runs[label or rows_path] = [json.loads(line) for line in handle if line.strip()]
-    # the frozen policy: the row at 0 minutes, else version 1's (the warm start exported as is)
+    # the frozen policy: version 1, the warm start exported as is (the first run's first such row)
     rows = next(iter(runs.values()))
-    frozen = next(r for r in rows if r['robot_minutes'] == 0 or r['version'] == 1)
-    frozen = frozen['tracking_error']
+    frozen = next(r['tracking_error'] for r in rows if r['version'] == 1)
     plot(None, path, frozen, runs)
     print(json.dumps({'figure': path, 'runs': list(runs), 'frozen': frozen}))
 

@@ -328,10 +328,9 @@ class FineTuner:
         if len(self.robot) < max(1, self.cfg.learning_starts):
             return 0
         count = self.owed() if limit is None else min(self.owed(), int(limit))
-        sac = self.sac
         for _ in range(count):
-            self.last_metrics = sac.update(self.sample(), self.generator)
-            if self.cfg.anchor > 0 and sac.num_calls % sac.cfg.actor_update_interval == 0:
+            self.last_metrics = self.sac.update(self.sample(), self.generator)
+            if self.cfg.anchor > 0 and 'actor_updates' in self.last_metrics:  # stepped the actor
                 self._pull_to_anchor()
             self.updates += 1
             self.credit -= 1.0
