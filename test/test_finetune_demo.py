@@ -18,6 +18,8 @@ def test_a_short_finetune_demo_swaps_learned_policies_in_and_measures_them(reque
         '--out', str(out), '--eval-seeds', '1', '--export-every', '150',
         '--set', 'warmup_updates=100', '--set', 'learning_starts=64', '--latency', '0.01',
         '--set', 'guard_rows=300',  # each version judged on 6 s of the robot's rows
+        '--stack-episodes', '1', '--stack-points', '0',  # frozen and last again, on the stack
+        '--stack-schedule', 'stand:1:0,0,0;forward:3:0.6,0,0',
     ]  # fmt: skip
     proc = subprocess.run(
         argv, env=ros_env(request.node.name), capture_output=True, text=True, timeout=420
@@ -32,6 +34,12 @@ def test_a_short_finetune_demo_swaps_learned_policies_in_and_measures_them(reque
     assert result['frozen_tracking_error'] > 0 and result['finetuned_tracking_error'] > 0
     assert result['active_at_end'] in {f'v{v}' for v in result['accepted_versions']}
     assert set(result['nominal']) == {'frozen', result['active_at_end']}
+    stack = result['stack']  # the same two policies on sim_robot and policy_node over DDS
+    assert [r['policy'] for r in stack['rows']] == ['frozen', result['active_at_end']], stack
+    assert all(r['tracking_error'] > 0 and r['falls'] == 0 for r in stack['rows']), stack
+    assert stack['episodes'] == 1 and result['goal_judged_on'] == 'stack'
+    assert set(stack['nominal']) == {'frozen', result['active_at_end']}, stack
+    assert result['nominal_change'] is not None
     assert (out / 'finetune_curve.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert (out / 'store' / 'index.json').is_file()  # the crash-safe store was written
     loop = result['control_loop']  # policy_node's own run summary, its stalls counted

@@ -13,6 +13,12 @@ the last one against the frozen policy on the unperturbed
 robot. Prints a table, writes finetune_curve.png (tracking error against minutes of robot data)
 and ends with one JSON line.
 
+With --stack-episodes the frozen policy, the one active at the end and --stack-points
+candidates between are evaluated again on the stack itself (loco_train.experiments.stack_eval:
+sim_robot with the same perturbation and policy_node over DDS, no exploration), the robot the
+learner saw: MuJoCo's own loop applies a command delay exactly, the stack adds the sample's age,
+the tick phase and transport to it. When it runs, the goal is judged on it.
+
 Tracking error: the evaluation's mean planar-velocity error (m/s) plus its mean yaw-rate error
 (rad/s) over the schedule's segments, after each segment's settling time.
 """
@@ -183,6 +189,48 @@ def loop_figures(path):
     return {key: summary[key] for key in LOOP_FIGURES if key in summary}
 
 
+def stack_schedule(text):
+    """The stack evaluation's schedule: the evaluation's, or 'name:seconds:vx,vy,wz;...'."""
+    from loco_train.experiments.evaluate import SCHEDULE
+
+    if not text:
+        return SCHEDULE
+    return tuple((s.name, s.duration, s.command) for s in command_schedule.parse(text))
+
+
+def evaluate_on_stack(out, policies, episodes, perturbation, say, schedule, label='perturbed'):
+    """The policies (name, path, robot minutes) evaluated one by one on a fresh stack each."""
+    from loco_train.experiments import stack_eval
+
+    rows = []
+    for index, (name, path, minutes) in enumerate(policies):
+        try:
+            summary = stack_eval.evaluate_on_stack(
+                path, perturbation, episodes,
+                os.path.join(out, 'stack_eval', f'{label}_{index:02d}_{name}'), lambda text: None,
+                schedule,
+            )  # fmt: skip
+        except RuntimeError as error:  # the run's other results stand; say why this one is missing
+            say(f'  {name:>10}: no evaluation on the stack: {error}')
+            rows.append({'policy': name, 'path': path, 'robot_minutes': minutes,
+                         'tracking_error': None, 'error': str(error)})  # fmt: skip
+            continue
+        rows.append(
+            {
+                'policy': name,
+                'path': path,
+                'robot_minutes': minutes,
+                'tracking_error': tracking_error(summary),
+                'lin_err': summary['mean_lin_err'],
+                'yaw_err': summary['mean_yaw_err'],
+                'falls': summary['falls'],
+            }
+        )
+        say(f'  {name:>10}: on the stack {rows[-1]["tracking_error"]:.3f}, '
+            f'{summary["falls"]} falls in {episodes} ({minutes:.1f} min)')  # fmt: skip
+    return rows
+
+
 def candidate_list(policy_dir, accepted):
     """(label, path, robot minutes) of the policy files whose version the robot made active."""
     from loco_policy.policy_file import OnnxPolicy, PolicyFileError
@@ -210,10 +258,11 @@ def thin(candidates, points):
     return [candidates[min(len(candidates) - 1, round((i + 1) * step) - 1)] for i in range(points)]
 
 
-def plot(rows, path, goal_error, end=None):
+def plot(rows, path, goal_error, end=None, stack_rows=None):
     """Tracking error against minutes of robot data.
 
     end: (minutes, error) of the policy active when the run stopped, drawn on from the last row.
+    stack_rows: the same policies evaluated on the stack (drawn as a second line), or None.
     """
     import matplotlib
 
@@ -222,12 +271,24 @@ def plot(rows, path, goal_error, end=None):
 
     fig, ax = plt.subplots(figsize=(7, 4))
     minutes = [r['robot_minutes'] for r in rows]
-    ax.plot(minutes, [r['tracking_error'] for r in rows], 'o-', label='policy active on robot')
+    ax.plot(
+        minutes,
+        [r['tracking_error'] for r in rows],
+        'o-',
+        label="in MuJoCo's own loop (loco-train eval)",
+    )
     if end is not None and end[0] > minutes[-1]:
         ax.plot(
             [minutes[-1], end[0]], [end[1], end[1]], color='C0', ls=':', label='active to the end'
         )
     ax.axhline(rows[0]['tracking_error'], color='grey', ls='--', label='frozen policy')
+    if stack_rows:
+        minutes = [r['robot_minutes'] for r in stack_rows]
+        errors = [r['tracking_error'] for r in stack_rows]
+        ax.plot(minutes, errors, 's-', color='C3', label='on the stack (DDS)')
+        ax.axhline(stack_rows[0]['tracking_error'], color='C3', ls='--', alpha=0.5,
+                   label='frozen, on the stack')  # fmt: skip
+        ax.axhline(stack_rows[0]['tracking_error'] * (1.0 - GOAL), color='C3', ls=':', alpha=0.5)
     ax.axhline(goal_error, color='green', ls=':', label=f'goal ({int(GOAL * 100)} % lower)')
     ax.set_xlabel('robot data (min at 50 Hz)')
     ax.set_ylabel('tracking error (m/s + rad/s)')
@@ -321,10 +382,66 @@ def run(args):
         nominal = evaluate_candidates(out, frozen_policy, end, args.eval_seeds,
                                       {'payload': 0.0, 'gain_scale': 1.0, 'latency': 0.0},
                                       say)  # fmt: skip
+    stack_rows = stack_nominal = None
+    if args.stack_episodes > 0:
+        between = [c for c in candidates if c not in end]
+        chosen = thin(between, args.stack_points) if args.stack_points > 0 else []
+        say(f'evaluating the frozen policy and {len(chosen) + len(end)} candidates on the stack:')
+        schedule = stack_schedule(args.stack_schedule)
+        stack_rows = evaluate_on_stack(
+            out, [('frozen', frozen_policy, 0.0), *chosen, *end], args.stack_episodes,
+            perturbation, say, schedule,
+        )  # fmt: skip
+        if end:
+            say('and on the unperturbed stack:')
+            stack_nominal = evaluate_on_stack(
+                out, [('frozen', frozen_policy, 0.0), *end], args.stack_episodes,
+                {'payload': 0.0, 'gain_scale': 1.0, 'latency': 0.0}, say, schedule,
+                label='nominal',
+            )  # fmt: skip
     # walk() returned: args.minutes of robot data were recorded; no line for a missing file
     ending = (args.minutes, final['tracking_error']) if end or end_label == 'frozen' else None
-    plot(rows, os.path.join(out, 'finetune_curve.png'), goal_error, ending)
+    drawn = [r for r in stack_rows or [] if r['tracking_error'] is not None]
+    drawn = drawn if drawn and drawn[0]['policy'] == 'frozen' else None
+    plot(rows, os.path.join(out, 'finetune_curve.png'), goal_error, ending, drawn)
     reduction = 1.0 - final['tracking_error'] / frozen['tracking_error']
+    nominal_change = None
+    if nominal is not None:
+        nominal_change = nominal[1]['tracking_error'] / nominal[0]['tracking_error'] - 1.0
+    judged = {'reduction': reduction, 'falls': final['falls'], 'on': 'loco-train eval'}
+    stack = None
+    stack_final = None
+    if stack_rows:
+        stack_final = next((r for r in stack_rows if r['policy'] == end_label), stack_rows[0])
+    if stack_final is not None and None in (stack_rows[0]['tracking_error'],
+                                            stack_final['tracking_error']):  # fmt: skip
+        stack = {'error': stack_rows[0].get('error') or stack_final.get('error'),
+                 'rows': stack_rows}  # fmt: skip
+    elif stack_final is not None:
+        stack = {
+            'episodes': args.stack_episodes,
+            'frozen_tracking_error': round(stack_rows[0]['tracking_error'], 4),
+            'finetuned_tracking_error': round(stack_final['tracking_error'], 4),
+            'reduction': round(1.0 - stack_final['tracking_error']
+                               / stack_rows[0]['tracking_error'], 4),
+            'falls': {r['policy']: r.get('falls') for r in stack_rows},
+            'rows': stack_rows,
+        }  # fmt: skip
+        judged = {'reduction': stack['reduction'], 'falls': stack_final['falls'], 'on': 'stack'}
+        if stack_nominal and all(r['tracking_error'] is not None for r in stack_nominal):
+            stack['nominal'] = {r['policy']: round(r['tracking_error'], 4) for r in stack_nominal}
+            stack['nominal_falls'] = {r['policy']: r['falls'] for r in stack_nominal}
+            nominal_change = (
+                stack_nominal[-1]['tracking_error'] / stack_nominal[0]['tracking_error'] - 1.0
+            )
+            judged['nominal_falls'] = stack_nominal[-1]['falls']
+    goal_reached = bool(
+        judged['reduction'] >= GOAL
+        and judged['falls'] == 0
+        and watch.damp_events == 0
+        and (nominal_change is None or nominal_change <= 0.0)
+        and judged.get('nominal_falls', 0) == 0
+    )
     result = {
         'minutes_of_robot_data': args.minutes,
         'wall_s': round(wall, 1),
@@ -332,7 +449,10 @@ def run(args):
         'frozen_tracking_error': round(frozen['tracking_error'], 4),
         'finetuned_tracking_error': round(final['tracking_error'], 4),
         'reduction': round(reduction, 4),
-        'goal_reached': bool(reduction >= GOAL and watch.damp_events == 0),
+        'goal_reached': goal_reached,
+        'goal_judged_on': judged['on'],
+        'nominal_change': None if nominal_change is None else round(nominal_change, 4),
+        'stack': stack,
         'damp_while_finetuning': watch.damp_events,
         'falls_in_evaluation': final['falls'],
         'accepted_versions': sorted(accepted),
@@ -350,6 +470,11 @@ def run(args):
     for r in rows:
         say(f'{r["policy"]:>10} {r["robot_minutes"]:9.1f} {r["tracking_error"]:12.3f} '
             f'{r["falls"]:5d}')  # fmt: skip
+    for label, stacked in (('stack', stack_rows), ('stack, unperturbed', stack_nominal)):
+        for r in stacked or []:
+            error = 'n/a' if r['tracking_error'] is None else f'{r["tracking_error"]:.3f}'
+            say(f'{r["policy"]:>10} {r["robot_minutes"]:9.1f} {error:>12} '
+                f'{r.get("falls", "-")!s:>5}  ({label})')  # fmt: skip
     if code != 0:  # name the node that did not stop cleanly, and what it printed last
         with open(os.path.join(out, 'launch.log'), errors='replace') as handle:
             say('the stack did not stop cleanly; the end of launch.log:')
@@ -381,6 +506,19 @@ def main(argv=None):
     )
     parser.add_argument('--export-every', type=int, default=3750, help='updates per candidate')
     parser.add_argument('--learner-cpu', default='', help="sac_finetune's CPU ids, e.g. '1'")
+    parser.add_argument(
+        '--stack-episodes', type=int, default=0,
+        help='episodes per policy of the evaluation on the stack itself (0: none)',
+    )  # fmt: skip
+    parser.add_argument(
+        '--stack-points', type=int, default=4,
+        help='candidates between the frozen and the last evaluated on the stack',
+    )  # fmt: skip
+    parser.add_argument(
+        '--stack-schedule', default='',
+        help="the stack evaluation's schedule 'name:seconds:vx,vy,wz;...' (default: the "
+        "evaluation's)",
+    )  # fmt: skip
     parser.add_argument(
         '--set', action='append', default=[], metavar='NAME=VALUE',
         help='override a sac_finetune parameter (repeatable), e.g. actor_lr=1e-4',

@@ -1,0 +1,240 @@
+"""The evaluation's episode on the running stack: policy files judged on the robot they run on.
+
+`loco-train eval` steps the deployment Controller inside MuJoCo's own loop, where a command
+delay is exact. On the stack (sim_robot and policy_node over DDS) the delay from a sensor sample
+to the drives adds the sample's age, the tick phase, transport and sim_robot's publish grid, and
+a policy fine-tuned there adapts to that robot. This evaluates policy files on the stack itself:
+loco-launch with sim_robot perturbed as given and policy_node without exploration noise, and per
+episode the simulated robot reset, stood up and put in WALK, the evaluation's 20 s schedule
+streamed on /cmd_vel, its tracking error computed from every /odom message as `loco-train eval`
+computes it (mean absolute planar and yaw-rate errors per segment after SETTLE_S), a fall being
+a base below fall_height, a tilt beyond fall_tilt or any exit from WALK. One stack per policy
+file; the episodes differ by the stack's timing, not by a seed.
+
+    python -m loco_train.experiments.stack_eval FILE [FILE ...] --latency 0.03 --episodes 10
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from loco_train.experiments.evaluate import EvalConfig, SCHEDULE, segment_errors, SETTLE_S
+
+STAND_S = 1.0
+"""Seconds in STAND before asking for WALK (policy_node refuses it until the pose is reached)."""
+
+
+def _tilt(w, x, y):
+    """Angle between the base's z axis and the world's (rad) from a unit quaternion's w, x, y."""
+    return math.acos(max(-1.0, min(1.0, 1.0 - 2.0 * (x * x + y * y)))) if w == w else math.pi
+
+
+class Episodes:
+    """Odometry of the episode in progress on the operator's node."""
+
+    def __init__(self, op):
+        """Subscribe to every /odom message (the operator keeps only the newest)."""
+        from nav_msgs.msg import Odometry
+
+        self.samples = None  # [(monotonic s, z m, vx, vy m/s, wz rad/s, tilt rad)] while recording
+        op.node.create_subscription(Odometry, '/odom', self._on_odom, 50)
+
+    def _on_odom(self, msg):
+        if self.samples is None:
+            return
+        p, q = msg.pose.pose.position, msg.pose.pose.orientation
+        v, w = msg.twist.twist.linear, msg.twist.twist.angular
+        self.samples.append((time.monotonic(), p.z, v.x, v.y, w.z, _tilt(q.w, q.x, q.y)))
+
+
+def _to_walk(op, say):
+    """From any mode to WALK on a freshly reset robot; return True once walking."""
+    from loco_policy.tools.demo import start_standing
+
+    if op.status.get('mode') not in (None, 'PASSIVE', 'DAMP'):
+        op.call('estop')
+        op.spin(0.2)
+    op.call('/sim_robot/reset')
+    op.spin(1.0)
+    if op.status.get('mode') == 'DAMP':
+        op.call('reset')
+        op.spin(0.5)
+    ok, message = start_standing(op, lambda *_: None)
+    if not ok:
+        say(f'  could not stand: {message}')
+        return False
+    op.spin(STAND_S)
+    for _ in range(20):  # STAND accepts WALK once the default pose is reached
+        ok, message = op.call('start')
+        op.spin(0.1)
+        if ok:
+            break
+        op.spin(0.25)
+    if not ok or op.status.get('mode') != 'WALK':
+        say(f'  could not walk: {message} ({op.status.get("mode")})')
+        return False
+    return True
+
+
+def run_episode(op, episodes, config, schedule=SCHEDULE):
+    """Stream the schedule once in WALK; return the trace segment_errors reads, and the fall."""
+    from loco_train.experiments.evaluate import schedule_command
+
+    total = sum(seconds for _, seconds, _ in schedule)
+    episodes.samples = []
+    start = time.monotonic()
+    fell = False
+    while time.monotonic() - start < total:
+        _, command = schedule_command(time.monotonic() - start, schedule)
+        op.command(*command)
+        op.spin(0.05)
+        recent = episodes.samples[-1] if episodes.samples else None
+        walking = op.status.get('mode') == 'WALK'
+        down = recent and (recent[1] < config.fall_height or recent[5] > config.fall_tilt)
+        if not walking or down:
+            fell = True
+            break
+    samples, episodes.samples = episodes.samples, None
+    rows = [s for s in samples if s[0] >= start]
+    t = np.array([s[0] - start for s in rows])
+    trace = {
+        't': t,
+        'segment': np.array([schedule_command(x, schedule)[0] for x in t], dtype=int),
+        'command': np.array([schedule_command(x, schedule)[1] for x in t]).reshape(-1, 3),
+        'lin_vel': np.array([s[2:4] for s in rows]).reshape(-1, 2),
+        'ang_vel': np.array([s[4] for s in rows]),
+        'height': np.array([s[1] for s in rows]),
+        'fell': fell,
+    }
+    return trace
+
+
+def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=SCHEDULE):
+    """Evaluate one policy file on a fresh stack; return a summary like evaluate()'s.
+
+    perturbation: sim_robot's payload (kg), gain_scale and latency (s). out: a directory for the
+    stack's log and policy_node's run summary.
+    """
+    from loco_policy.bringup.launcher import die_with_parent
+    from loco_policy.tools.demo import Operator, stop_stack
+
+    os.makedirs(out, exist_ok=True)
+    config = EvalConfig(seeds=episodes)
+    argv = [
+        sys.executable, '-m', 'loco_policy.bringup.launcher', 'record:=false',
+        f'policy:={os.path.abspath(policy)}', 'exploration:=0',
+        f'payload:={perturbation.get("payload", 0.0)}',
+        f'gain_scale:={perturbation.get("gain_scale", 1.0)}',
+        f'latency:={perturbation.get("latency", 0.0)}',
+        f'stats_file:={os.path.join(out, "policy_node_stats.json")}',
+    ]  # fmt: skip
+    log = open(os.path.join(out, 'launch.log'), 'wb')
+    stack = subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, process_group=0, preexec_fn=die_with_parent
+    )
+    op = Operator()
+    recorder = Episodes(op)
+    per_episode, falls = [], 0
+    try:
+        deadline = time.monotonic() + 60.0
+        while not op.inputs_fresh() and time.monotonic() < deadline and stack.poll() is None:
+            op.spin(0.1)
+        if not op.inputs_fresh():
+            raise RuntimeError(f'the stack did not come up (see {out}/launch.log)')
+        for episode in range(episodes):
+            if stack.poll() is not None:
+                raise RuntimeError(f'the stack stopped (exit code {stack.returncode})')
+            if not _to_walk(op, say):
+                raise RuntimeError(f'episode {episode}: the robot did not reach WALK')
+            trace = run_episode(op, recorder, config, schedule)
+            falls += int(trace['fell'])
+            per_episode.append(segment_errors(trace, schedule))
+            reached = [e for e in per_episode[-1].values() if e['lin'] == e['lin']]
+            errors = [e['lin'] + e['yaw'] for e in reached]  # m/s + rad/s per segment
+            say(f'  episode {episode}: {"FELL" if trace["fell"] else "ok"} at '
+                f'{trace["t"][-1] if len(trace["t"]) else 0.0:.1f} s, error '
+                f'{np.mean(errors) if errors else float("nan"):.3f}')  # fmt: skip
+        op.call('estop')
+        op.spin(0.3)
+    finally:
+        op.close()
+        code = stop_stack(stack)
+        log.close()
+    segments = {}
+    for name, _, _ in schedule:
+        lin = [e[name]['lin'] for e in per_episode]
+        yaw = [e[name]['yaw'] for e in per_episode]
+        reached = not np.all(np.isnan(lin))
+        segments[name] = {
+            'lin_err': float(np.nanmean(lin)) if reached else None,
+            'yaw_err': float(np.nanmean(yaw)) if reached else None,
+        }
+    moving = [s for s in segments.values() if s['lin_err'] is not None]
+    return {
+        'policy': os.path.abspath(policy),
+        'sim': 'stack',
+        'episodes': episodes,
+        'perturbation': dict(perturbation),
+        'falls': falls,
+        'mean_lin_err': float(np.mean([s['lin_err'] for s in moving])) if moving else None,
+        'mean_yaw_err': float(np.mean([s['yaw_err'] for s in moving])) if moving else None,
+        'segments': segments,
+        'settle_s': SETTLE_S,
+        'stack_exit': code,
+    }
+
+
+def main(argv=None):
+    """`python -m loco_train.experiments.stack_eval FILE [FILE ...] [--latency S] [--out DIR]`."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('policies', nargs='+', help='ONNX policy files, evaluated one by one')
+    parser.add_argument('--episodes', type=int, default=10, help='episodes per policy')
+    parser.add_argument('--payload', type=float, default=0.0, help="kg on sim_robot's base")
+    parser.add_argument('--gain-scale', type=float, default=1.0, help='kp, kd multiplier')
+    parser.add_argument('--latency', type=float, default=0.0, help="sim_robot's command delay (s)")
+    parser.add_argument('--out', default='', help='directory for logs and results.jsonl')
+    parser.add_argument(
+        '--schedule', default='', help="'name:seconds:vx,vy,wz;...' instead of the evaluation's"
+    )
+    args = parser.parse_args(argv)
+    schedule = SCHEDULE
+    if args.schedule:
+        from loco_policy.tools import command_schedule
+
+        try:
+            parsed = command_schedule.parse(args.schedule)
+        except ValueError as error:
+            raise SystemExit(f'stack_eval: {error}') from None
+        schedule = tuple((s.name, s.duration, s.command) for s in parsed)
+    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    os.environ.setdefault('ROS_DOMAIN_ID', str(60 + os.getpid() % 40))
+    out = os.path.abspath(args.out or time.strftime('runs/stack_eval_%Y%m%d_%H%M%S'))
+    os.makedirs(out, exist_ok=True)
+    perturbation = {'payload': args.payload, 'gain_scale': args.gain_scale,
+                    'latency': args.latency}  # fmt: skip
+    say = lambda text: print(text, flush=True)  # noqa: E731
+    missing = [policy for policy in args.policies if not os.path.isfile(policy)]
+    if missing:
+        raise SystemExit(f'stack_eval: no policy file {", ".join(missing)}')
+    code = 0
+    for index, policy in enumerate(args.policies):
+        say(f'{policy} on the stack with {perturbation}:')
+        summary = evaluate_on_stack(
+            policy, perturbation, args.episodes, os.path.join(out, f'stack_{index}'), say, schedule
+        )
+        code = code or int(summary['stack_exit'] != 0)
+        with open(os.path.join(out, 'results.jsonl'), 'a') as handle:
+            handle.write(json.dumps(summary) + '\n')
+        keys = ('policy', 'falls', 'mean_lin_err', 'mean_yaw_err')
+        say(json.dumps({key: summary[key] for key in keys}))
+    return code
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""The evaluation's episode on the running stack (sim_robot and policy_node over real DDS)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from test.helpers.deploy_fixtures import ros_env
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+SHIPPED = 'loco_policy/policies/anymal_c_walk.onnx'
+
+
+def test_the_shipped_policy_walks_a_short_schedule_on_the_stack_and_is_scored(request, tmp_path):
+    argv = [
+        sys.executable, '-m', 'loco_train.experiments.stack_eval', SHIPPED, '--episodes', '2',
+        '--schedule', 'stand:1.5:0,0,0;forward:4:0.6,0,0', '--latency', '0.01',
+        '--out', str(tmp_path),
+    ]  # fmt: skip
+    proc = subprocess.run(
+        argv, env=ros_env(request.node.name), capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / 'results.jsonl').read_text().splitlines()]
+    assert len(rows) == 1
+    row = rows[0]
+    assert row['episodes'] == 2 and row['falls'] == 0, row
+    assert row['perturbation'] == {'payload': 0.0, 'gain_scale': 1.0, 'latency': 0.01}
+    forward = row['segments']['forward']
+    # it walks: within 0.3 m/s of 0.6 m/s (standing still would be an error of 0.6)
+    assert 0.0 < forward['lin_err'] < 0.3, row
+    assert row['segments']['stand']['lin_err'] < 0.2, row
+    assert proc.stdout.count('episode ') == 2
+    assert row['stack_exit'] == 0
+
+
+def test_a_missing_policy_file_or_a_bad_schedule_is_refused_before_any_stack(tmp_path):
+    base = [sys.executable, '-m', 'loco_train.experiments.stack_eval', '--out', str(tmp_path)]
+    proc = subprocess.run(
+        [*base, str(tmp_path / 'none.onnx')], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode != 0 and 'no policy file' in proc.stderr
+    proc = subprocess.run(
+        [*base, SHIPPED, '--schedule', 'walk:fast:1,0,0'], capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode != 0 and 'name:seconds:vx,vy,wz' in proc.stderr
+    assert not (tmp_path / 'results.jsonl').exists()
