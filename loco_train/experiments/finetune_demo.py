@@ -189,19 +189,44 @@ def loop_figures(path):
     return {key: summary[key] for key in LOOP_FIGURES if key in summary}
 
 
-def stack_schedule(text):
-    """The stack evaluation's schedule: the evaluation's, or 'name:seconds:vx,vy,wz;...'."""
-    from loco_train.experiments.evaluate import SCHEDULE
+def judge(frozen, final, nominal, damp_events, on):
+    """The goal's verdict from a paired evaluation (ROS-free).
 
-    if not text:
-        return SCHEDULE
-    return tuple((s.name, s.duration, s.command) for s in command_schedule.parse(text))
+    frozen, final: rows (tracking_error, falls) of the frozen and the fine-tuned policy on the
+    perturbed robot; nominal: the same two on the unperturbed robot, or None; a row None or
+    with tracking_error None was not measured, and the goal is then not reached. on: where
+    the rows come from. Returns {on, reached, reduction, nominal_change, not_met}.
+    """
+    pairs = [frozen, final, *(nominal or [None, None])]
+    if any(r is None or r.get('tracking_error') is None for r in pairs):
+        return {'on': on, 'reached': False, 'reduction': None, 'nominal_change': None,
+                'not_met': ['measured']}  # fmt: skip
+    reduction = 1.0 - final['tracking_error'] / frozen['tracking_error']
+    nominal_change = nominal[1]['tracking_error'] / nominal[0]['tracking_error'] - 1.0
+    conditions = {
+        f'{int(GOAL * 100)} % lower tracking error': reduction >= GOAL,
+        'no fall in evaluation': final['falls'] == 0,
+        'no DAMP while fine-tuning': damp_events == 0,
+        'no loss on the unperturbed robot': nominal_change <= 0.0,
+        'no fall on the unperturbed robot': nominal[1]['falls'] == 0,
+    }
+    return {
+        'on': on,
+        'reached': all(conditions.values()),
+        'reduction': round(reduction, 4),
+        'nominal_change': round(nominal_change, 4),
+        'not_met': [name for name, met in conditions.items() if not met],
+    }
 
 
 def evaluate_on_stack(out, policies, episodes, perturbation, say, schedule, label='perturbed'):
-    """The policies (name, path, robot minutes) evaluated one by one on a fresh stack each."""
+    """The policies (name, path, robot minutes) evaluated one by one on a fresh stack each.
+
+    schedule: the stack evaluation's, 'name:seconds:vx,vy,wz;...' ('' = the evaluation's).
+    """
     from loco_train.experiments import stack_eval
 
+    schedule = stack_eval.parse_schedule(schedule)
     rows = []
     for index, (name, path, minutes) in enumerate(policies):
         try:
@@ -210,7 +235,7 @@ def evaluate_on_stack(out, policies, episodes, perturbation, say, schedule, labe
                 os.path.join(out, 'stack_eval', f'{label}_{index:02d}_{name}'), lambda text: None,
                 schedule,
             )  # fmt: skip
-        except RuntimeError as error:  # the run's other results stand; say why this one is missing
+        except Exception as error:  # the run's other results stand; say why this one is missing
             say(f'  {name:>10}: no evaluation on the stack: {error}')
             rows.append({'policy': name, 'path': path, 'robot_minutes': minutes,
                          'tracking_error': None, 'error': str(error)})  # fmt: skip
@@ -224,6 +249,7 @@ def evaluate_on_stack(out, policies, episodes, perturbation, say, schedule, labe
                 'lin_err': summary['mean_lin_err'],
                 'yaw_err': summary['mean_yaw_err'],
                 'falls': summary['falls'],
+                'faults': summary['faults'],
             }
         )
         say(f'  {name:>10}: on the stack {rows[-1]["tracking_error"]:.3f}, '
@@ -387,16 +413,15 @@ def run(args):
         between = [c for c in candidates if c not in end]
         chosen = thin(between, args.stack_points) if args.stack_points > 0 else []
         say(f'evaluating the frozen policy and {len(chosen) + len(end)} candidates on the stack:')
-        schedule = stack_schedule(args.stack_schedule)
         stack_rows = evaluate_on_stack(
             out, [('frozen', frozen_policy, 0.0), *chosen, *end], args.stack_episodes,
-            perturbation, say, schedule,
+            perturbation, say, args.stack_schedule,
         )  # fmt: skip
         if end:
             say('and on the unperturbed stack:')
             stack_nominal = evaluate_on_stack(
                 out, [('frozen', frozen_policy, 0.0), *end], args.stack_episodes,
-                {'payload': 0.0, 'gain_scale': 1.0, 'latency': 0.0}, say, schedule,
+                {'payload': 0.0, 'gain_scale': 1.0, 'latency': 0.0}, say, args.stack_schedule,
                 label='nominal',
             )  # fmt: skip
     # walk() returned: args.minutes of robot data were recorded; no line for a missing file
@@ -405,43 +430,18 @@ def run(args):
     drawn = drawn if drawn and drawn[0]['policy'] == 'frozen' else None
     plot(rows, os.path.join(out, 'finetune_curve.png'), goal_error, ending, drawn)
     reduction = 1.0 - final['tracking_error'] / frozen['tracking_error']
-    nominal_change = None
-    if nominal is not None:
-        nominal_change = nominal[1]['tracking_error'] / nominal[0]['tracking_error'] - 1.0
-    judged = {'reduction': reduction, 'falls': final['falls'], 'on': 'loco-train eval'}
+    if stack_rows is None:
+        verdict = judge(frozen, final, nominal, watch.damp_events, 'loco-train eval')
+    else:
+        stack_final = next((r for r in stack_rows if r['policy'] == end_label), None)
+        verdict = judge(stack_rows[0], stack_final, stack_nominal, watch.damp_events, 'stack')
     stack = None
-    stack_final = None
-    if stack_rows:
-        stack_final = next((r for r in stack_rows if r['policy'] == end_label), stack_rows[0])
-    if stack_final is not None and None in (stack_rows[0]['tracking_error'],
-                                            stack_final['tracking_error']):  # fmt: skip
-        stack = {'error': stack_rows[0].get('error') or stack_final.get('error'),
-                 'rows': stack_rows}  # fmt: skip
-    elif stack_final is not None:
+    if stack_rows is not None:
         stack = {
             'episodes': args.stack_episodes,
-            'frozen_tracking_error': round(stack_rows[0]['tracking_error'], 4),
-            'finetuned_tracking_error': round(stack_final['tracking_error'], 4),
-            'reduction': round(1.0 - stack_final['tracking_error']
-                               / stack_rows[0]['tracking_error'], 4),
-            'falls': {r['policy']: r.get('falls') for r in stack_rows},
             'rows': stack_rows,
-        }  # fmt: skip
-        judged = {'reduction': stack['reduction'], 'falls': stack_final['falls'], 'on': 'stack'}
-        if stack_nominal and all(r['tracking_error'] is not None for r in stack_nominal):
-            stack['nominal'] = {r['policy']: round(r['tracking_error'], 4) for r in stack_nominal}
-            stack['nominal_falls'] = {r['policy']: r['falls'] for r in stack_nominal}
-            nominal_change = (
-                stack_nominal[-1]['tracking_error'] / stack_nominal[0]['tracking_error'] - 1.0
-            )
-            judged['nominal_falls'] = stack_nominal[-1]['falls']
-    goal_reached = bool(
-        judged['reduction'] >= GOAL
-        and judged['falls'] == 0
-        and watch.damp_events == 0
-        and (nominal_change is None or nominal_change <= 0.0)
-        and judged.get('nominal_falls', 0) == 0
-    )
+            'nominal_rows': stack_nominal,
+        }
     result = {
         'minutes_of_robot_data': args.minutes,
         'wall_s': round(wall, 1),
@@ -449,9 +449,8 @@ def run(args):
         'frozen_tracking_error': round(frozen['tracking_error'], 4),
         'finetuned_tracking_error': round(final['tracking_error'], 4),
         'reduction': round(reduction, 4),
-        'goal_reached': goal_reached,
-        'goal_judged_on': judged['on'],
-        'nominal_change': None if nominal_change is None else round(nominal_change, 4),
+        'goal_reached': verdict['reached'],
+        'goal': verdict,  # where it was judged, its figures, the conditions not met
         'stack': stack,
         'damp_while_finetuning': watch.damp_events,
         'falls_in_evaluation': final['falls'],
@@ -523,7 +522,14 @@ def main(argv=None):
         '--set', action='append', default=[], metavar='NAME=VALUE',
         help='override a sac_finetune parameter (repeatable), e.g. actor_lr=1e-4',
     )  # fmt: skip
-    code, _ = run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    from loco_train.experiments.stack_eval import parse_schedule
+
+    try:  # before the run, not after its minutes
+        parse_schedule(args.stack_schedule)
+    except ValueError as error:
+        parser.error(f'--stack-schedule: {error}')
+    code, _ = run(args)
     return code
 
 

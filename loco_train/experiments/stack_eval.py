@@ -30,6 +30,22 @@ STAND_S = 1.0
 """Seconds in STAND before asking for WALK (policy_node refuses it until the pose is reached)."""
 
 
+def parse_schedule(text):
+    """(name, seconds, command) segments of 'name:seconds:vx,vy,wz;...'; '' is SCHEDULE.
+
+    Raises ValueError for a malformed segment or a name used twice (errors are kept by name).
+    """
+    from loco_policy.tools import command_schedule
+
+    if not text:
+        return SCHEDULE
+    schedule = tuple((s.name, s.duration, s.command) for s in command_schedule.parse(text))
+    names = [name for name, _, _ in schedule]
+    if len(set(names)) != len(names):
+        raise ValueError(f'schedule segment names must differ: {names}')
+    return schedule
+
+
 def _tilt(w, x, y):
     """Angle between the base's z axis and the world's (rad) from a unit quaternion's w, x, y."""
     return math.acos(max(-1.0, min(1.0, 1.0 - 2.0 * (x * x + y * y)))) if w == w else math.pi
@@ -89,16 +105,16 @@ def run_episode(op, episodes, config, schedule=SCHEDULE):
     total = sum(seconds for _, seconds, _ in schedule)
     episodes.samples = []
     start = time.monotonic()
-    fell = False
+    fell, checked, fault = False, 0, None
     while time.monotonic() - start < total:
         _, command = schedule_command(time.monotonic() - start, schedule)
         op.command(*command)
         op.spin(0.05)
-        recent = episodes.samples[-1] if episodes.samples else None
-        walking = op.status.get('mode') == 'WALK'
-        down = recent and (recent[1] < config.fall_height or recent[5] > config.fall_tilt)
-        if not walking or down:
+        new, checked = episodes.samples[checked:], len(episodes.samples)
+        down = any(s[1] < config.fall_height or s[5] > config.fall_tilt for s in new)
+        if op.status.get('mode') != 'WALK' or down:
             fell = True
+            fault = str(op.status.get('fault')) if op.status.get('mode') == 'DAMP' else 'fallen'
             break
     samples, episodes.samples = episodes.samples, None
     rows = [s for s in samples if s[0] >= start]
@@ -111,6 +127,7 @@ def run_episode(op, episodes, config, schedule=SCHEDULE):
         'ang_vel': np.array([s[4] for s in rows]),
         'height': np.array([s[1] for s in rows]),
         'fell': fell,
+        'fault': fault,  # policy_node's DAMP reason, 'fallen' (height or tilt), or None
     }
     return trace
 
@@ -138,10 +155,11 @@ def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=S
     stack = subprocess.Popen(
         argv, stdout=log, stderr=subprocess.STDOUT, process_group=0, preexec_fn=die_with_parent
     )
-    op = Operator()
-    recorder = Episodes(op)
-    per_episode, falls = [], 0
+    op = None
+    per_episode, falls, faults = [], 0, []
     try:
+        op = Operator()
+        recorder = Episodes(op)
         deadline = time.monotonic() + 60.0
         while not op.inputs_fresh() and time.monotonic() < deadline and stack.poll() is None:
             op.spin(0.1)
@@ -154,6 +172,7 @@ def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=S
                 raise RuntimeError(f'episode {episode}: the robot did not reach WALK')
             trace = run_episode(op, recorder, config, schedule)
             falls += int(trace['fell'])
+            faults.append(trace['fault'])
             per_episode.append(segment_errors(trace, schedule))
             reached = [e for e in per_episode[-1].values() if e['lin'] == e['lin']]
             errors = [e['lin'] + e['yaw'] for e in reached]  # m/s + rad/s per segment
@@ -163,9 +182,12 @@ def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=S
         op.call('estop')
         op.spin(0.3)
     finally:
-        op.close()
-        code = stop_stack(stack)
-        log.close()
+        try:
+            if op is not None:
+                op.close()
+        finally:
+            code = stop_stack(stack)
+            log.close()
     segments = {}
     for name, _, _ in schedule:
         lin = [e[name]['lin'] for e in per_episode]
@@ -176,14 +198,17 @@ def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=S
             'yaw_err': float(np.nanmean(yaw)) if reached else None,
         }
     moving = [s for s in segments.values() if s['lin_err'] is not None]
+    if not moving:  # every episode ended within its first segment's settling time
+        raise RuntimeError(f'no segment was reached in {episodes} episodes (faults: {faults})')
     return {
         'policy': os.path.abspath(policy),
         'sim': 'stack',
         'episodes': episodes,
         'perturbation': dict(perturbation),
         'falls': falls,
-        'mean_lin_err': float(np.mean([s['lin_err'] for s in moving])) if moving else None,
-        'mean_yaw_err': float(np.mean([s['yaw_err'] for s in moving])) if moving else None,
+        'faults': faults,  # per episode: policy_node's DAMP reason, 'fallen' or None
+        'mean_lin_err': float(np.mean([s['lin_err'] for s in moving])),
+        'mean_yaw_err': float(np.mean([s['yaw_err'] for s in moving])),
         'segments': segments,
         'settle_s': SETTLE_S,
         'stack_exit': code,
@@ -203,15 +228,10 @@ def main(argv=None):
         '--schedule', default='', help="'name:seconds:vx,vy,wz;...' instead of the evaluation's"
     )
     args = parser.parse_args(argv)
-    schedule = SCHEDULE
-    if args.schedule:
-        from loco_policy.tools import command_schedule
-
-        try:
-            parsed = command_schedule.parse(args.schedule)
-        except ValueError as error:
-            raise SystemExit(f'stack_eval: {error}') from None
-        schedule = tuple((s.name, s.duration, s.command) for s in parsed)
+    try:
+        schedule = parse_schedule(args.schedule)
+    except ValueError as error:
+        raise SystemExit(f'stack_eval: {error}') from None
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     os.environ.setdefault('ROS_DOMAIN_ID', str(60 + os.getpid() % 40))
     out = os.path.abspath(args.out or time.strftime('runs/stack_eval_%Y%m%d_%H%M%S'))
