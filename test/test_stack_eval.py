@@ -26,7 +26,7 @@ def test_the_shipped_policy_walks_a_short_schedule_on_the_stack_and_is_scored(re
     rows = [json.loads(line) for line in (tmp_path / 'results.jsonl').read_text().splitlines()]
     assert len(rows) == 1
     row = rows[0]
-    assert row['episodes'] == 2 and row['falls'] == 0, row
+    assert row['episodes'] == 2 and row['falls'] == 0 and row['faults'] == [None, None], row
     assert row['perturbation'] == {'payload': 0.0, 'gain_scale': 1.0, 'latency': 0.01}
     forward = row['segments']['forward']
     # it walks: within 0.3 m/s of 0.6 m/s (standing still would be an error of 0.6)
@@ -48,3 +48,21 @@ def test_a_missing_policy_file_or_a_bad_schedule_is_refused_before_any_stack(tmp
     )  # fmt: skip
     assert proc.returncode != 0 and 'name:seconds:vx,vy,wz' in proc.stderr
     assert not (tmp_path / 'results.jsonl').exists()
+
+
+def test_a_fall_is_counted_with_its_reason_and_the_next_episode_starts_again(request, tmp_path):
+    # 100 ms of command delay: the shipped policy (it walks with 40 ms) tips over within 2 s
+    argv = [
+        sys.executable, '-m', 'loco_train.experiments.stack_eval', SHIPPED, '--episodes', '2',
+        '--schedule', 'stand:1:0,0,0;forward:5:1.0,0,0', '--latency', '0.1',
+        '--out', str(tmp_path),
+    ]  # fmt: skip
+    proc = subprocess.run(
+        argv, env=ros_env(request.node.name), capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    row = json.loads((tmp_path / 'results.jsonl').read_text())
+    assert row['falls'] == 2 and len(row['faults']) == 2, row  # the reset after a fall worked
+    for fault in row['faults']:  # policy_node's DAMP reason, or the base's height or tilt
+        assert fault == 'fallen' or 'tilt' in fault, row
+    assert proc.stdout.count('FELL at') == 2
