@@ -41,14 +41,16 @@ LONG_RUNS = {
 TOLERANCE = 2e-5
 """float32 sums in another order (gradients and normaliser moments summed over ranks)."""
 
-ADAM_TOLERANCE = 1e-4
-"""SHAC's weights after Adam steps of lr 2e-3: Adam divides each gradient by its own running
-magnitude, so where a gradient is near eps (1e-8) the rounding of the rank sum moves that weight
-by a few percent of a step (5.9e-5 seen on one host, with the moments equal to 1e-5). The
-gradients themselves are held tighter, through Adam's moments (MOMENT_TOLERANCE)."""
+ADAM_TOLERANCE = 5e-4
+"""SHAC's weights after Adam steps of lr 2e-3, a quarter of one step: Adam divides each gradient
+by its own running magnitude, so where a gradient is near eps (1e-8) the rounding of the rank sum
+moves that weight by a share of a step. Seen: 5.9e-5 after one window on an AVX2 host; 2.1e-4
+after two windows, and 1.5e-4 after a scaled-back step, on an AVX-512 host, whose kernels sum a
+4-row and an 8-row batch in other orders. Another seed moves the weights by about 0.8."""
 
-MOMENT_TOLERANCE = 1e-4
-"""Adam's first and second moments of two runs, relative to each tensor's largest."""
+MOMENT_TOLERANCE = 1e-3
+"""Adam's first and second moments of two runs, relative to each tensor's largest (the summed
+gradients): 2.8e-4 seen after two windows on an AVX-512 host; another seed differs by about 5."""
 
 
 def _environ(**extra):
@@ -213,7 +215,7 @@ def test_two_ranks_equal_one_rank_with_a_privileged_critic_and_a_trust_region(tm
     """The critic's privileged rows and the all-reduced action change split like the rest.
 
     One window: the scaled-back step makes the next window's gradient sensitive to the last
-    float bit (both ways agree to 2e-4 there, not to the tolerance).
+    float bit, so a second one is not compared.
     """
     args = [*SHAC_ARGS, '--iterations=1', '--critic-privileged', '--max-action-change=1e-3']
     one = _summary(
