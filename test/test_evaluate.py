@@ -106,3 +106,24 @@ def test_a_command_reaches_the_drives_latency_seconds_after_it_was_sent():
     assert [delay.at(x) for x in (0.0, 0.005, 0.01, 0.015)] == ['a'] * 4  # the first: at once
     delay.send(0.02, 'b')
     assert [delay.at(x) for x in (0.02, 0.025, 0.03, 0.035)] == ['a', 'a', 'b', 'b']
+
+
+def test_phase_jitter_shifts_the_command_changes_per_seed_and_is_bounded(standing_policy, capsys):
+    from loco_train.experiments.evaluate import EvalConfig, jittered_schedule
+
+    shifted = jittered_schedule(SCHEDULE, 0.4)
+    assert [name for name, _, _ in shifted] == [name for name, _, _ in SCHEDULE]
+    assert sum(seconds for _, seconds, _ in shifted) == pytest.approx(20.0)
+    assert shifted[1][1] == pytest.approx(SCHEDULE[1][1] + 0.4)
+    assert shifted[-1][1] == pytest.approx(SCHEDULE[-1][1] - 0.4)
+    with pytest.raises(ValueError, match='phase_jitter'):
+        EvalConfig(phase_jitter=SCHEDULE[-1][1])  # the last segment would vanish
+    argv = ['eval', str(standing_policy), '--seeds', '2', '--phase-jitter', '0.5']
+    status = cli.main([*argv, '--no-sensor-noise'])
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert status == 0 and summary['phase_jitter'] == 0.5
+    assert summary['sensor_noise'] == [0.0, 0.0, 0.0]
+    # a standing robot misses each moving command by its speed, wherever the changes fall
+    assert summary['segments']['forward_1.0']['lin_err'] == pytest.approx(1.0, abs=0.05)
+    assert cli.main(['eval', str(standing_policy), '--phase-jitter', '9']) == 2
+    assert 'phase_jitter must lie in' in capsys.readouterr().err

@@ -44,6 +44,13 @@ def test_perturbed_drives_reach_sim_robot(tmp_path):
         launch_graph.node_graph(launch_graph.parse_args([*args, 'backend:=warp']))
     with pytest.raises(FileNotFoundError, match='actuator:='):
         launch_graph.node_graph(launch_graph.parse_args([f'actuator:={tmp_path}/none.yaml']))
+    # the commands the drives took in, for fit-actuator and stack_eval's delay
+    sim = launch_graph.node_graph(launch_graph.parse_args(['applied:=true']))[0]
+    assert sim.overrides == {'backend': 'mujoco', 'publish_applied': True}
+    plain = launch_graph.node_graph(launch_graph.parse_args([]))[0]
+    assert 'publish_applied' not in plain.overrides
+    with pytest.raises(ValueError, match='applied:=maybe must be true or false'):
+        launch_graph.node_graph(launch_graph.parse_args(['applied:=maybe']))
 
 
 def test_one_description_publisher_in_every_graph():

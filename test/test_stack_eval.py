@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from loco_train.experiments.stack_eval import drive_delays
 from test.helpers.deploy_fixtures import ros_env
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -34,6 +35,26 @@ def test_the_shipped_policy_walks_a_short_schedule_on_the_stack_and_is_scored(re
     assert row['segments']['stand']['lin_err'] < 0.2, row
     assert proc.stdout.count('episode ') == 2
     assert row['stack_exit'] == 0
+    # sample -> drives: the 10 ms latency, taken in on sim_robot's 5 ms grid from the sample's
+    # own physics time, and 5 ms later only when a tick's command missed its grid point
+    delay = row['drive_delay_ms']
+    assert delay['commands'] > 300, row  # two 5.5 s episodes at 50 Hz
+    assert delay['median'] == pytest.approx(10.0, abs=0.01), row
+    assert 9.99 < delay['min'] and delay['max'] < 25.0, row
+    assert row['tick_period_ms']['median'] == pytest.approx(20.0, abs=0.01), row
+
+
+def test_drive_delays_match_commands_to_their_sample_and_first_use():
+    """Each command: newest sample stamped before it, first applied stamp of its positions."""
+    a, b, c = (0.1,) * 12, (0.2,) * 12, (0.3,) * 12
+    samples = [1.000, 1.005, 1.010, 1.015, 1.020, 1.025]
+    commands = [(1.0012, a), (1.0213, b), (1.0299, c)]  # c: never applied (the episode ended)
+    applied = [(1.035, b), (1.030, a), (1.040, b), (1.035, a)]  # a first drove at 1.030
+    delays, periods = drive_delays(samples, commands, applied)
+    assert delays == pytest.approx([30.0, 15.0])
+    assert periods == pytest.approx([20.0, 5.0])  # samples 1.000, 1.020, 1.025 ticked on
+    delays, periods = drive_delays([], commands, applied)
+    assert delays.size == 0 and periods.size == 0  # no sample before any command
 
 
 def test_a_missing_policy_file_or_a_bad_schedule_is_refused_before_any_stack(tmp_path):

@@ -22,6 +22,7 @@ Arguments (``name:=value``), all strings as on a ``ros2 launch`` command line:
     latency     S              sim_robot's delay from a command's arrival to its use — default 0
     actuator    PATH           sim_robot's drives from an actuator model YAML (fit-actuator's
                                layout, e.g. a robot's fit or a perturbed truth) — default ''
+    applied     true | false   sim_robot publishes /joint_command/applied — default false
 """
 
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ ARGUMENTS = {
     'gain_scale': ('1', "sim_robot's multiplier on kp and kd (weaker drives below 1)"),
     'latency': ('0', "s from a command's arrival at sim_robot to its use by the drives"),
     'actuator': ('', "sim_robot's drives from an actuator model YAML ('' = the ideal PD)"),
+    'applied': ('false', "sim_robot publishes its drives' commands on /joint_command/applied"),
 }
 """name -> (default, description) of every launch argument."""
 
@@ -159,6 +161,7 @@ def node_graph(args, config=None):
             'sim_robot',
             backend=args['backend'],
             **({'publish_description': False} if describe else {}),
+            **({'publish_applied': True} if flag(args, 'applied') else {}),
             **perturbation,
         )
     if describe:

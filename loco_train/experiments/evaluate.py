@@ -133,6 +133,28 @@ class EvalConfig:
     """Actuator YAML (fit-actuator's layout) for the MuJoCo drives ('': the ideal PD drive)."""
     stiff_feet: bool = False
     """MuJoCo: feet that sink ~1 mm instead of the description's ~17 mm (Perturbation)."""
+    phase_jitter: float = 0.0
+    """Seconds: each seed lengthens the schedule's second segment by a draw in [0, phase_jitter)
+    and shortens the last by as much, so the gait's phase at every later command change differs
+    between seeds (on the stack, timing does that); 0: every seed runs the same schedule."""
+
+    def __post_init__(self):
+        """Refuse a phase_jitter the last segment cannot give up (ValueError)."""
+        room = SCHEDULE[-1][1] - SETTLE_S
+        if not 0.0 <= self.phase_jitter < room:
+            raise ValueError(f'phase_jitter must lie in [0, {room}) s, not {self.phase_jitter}')
+
+
+NO_NOISE = {'lin_vel_noise': 0.0, 'ang_vel_noise': 0.0, 'joint_vel_noise': 0.0}
+"""EvalConfig fields for exact velocities, as sim_robot publishes them by default."""
+
+
+def jittered_schedule(schedule, shift):
+    """The schedule with its second segment `shift` s longer and its last as much shorter."""
+    out = [list(segment) for segment in schedule]
+    out[1][1] += shift
+    out[-1][1] -= shift
+    return tuple(tuple(segment) for segment in out)
 
 
 def schedule_command(t, schedule=SCHEDULE):
@@ -312,8 +334,12 @@ def evaluate(policy_path, config, plot_path=None, video=None):
     per_seed, falls, first, terms, video_summary, gaits = [], 0, None, [], None, []
     crawls, low_s, heights = 0, [], []  # episodes crawled, s below crawl_height, median heights
     for seed in range(config.seeds):
+        shift = np.random.default_rng([seed, 1]).uniform(0.0, config.phase_jitter)  # s
+        schedule = jittered_schedule(SCHEDULE, shift) if config.phase_jitter else SCHEDULE
         try:
-            trace = run_episode(policy, backend, config, seed, recorder if seed == 0 else None)
+            trace = run_episode(
+                policy, backend, config, seed, recorder if seed == 0 else None, schedule
+            )
         finally:
             if recorder is not None and seed == 0:
                 video_summary = recorder.close()
@@ -323,7 +349,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
         crawls += int(not trace['fell'] and low > config.crawl_s)
         low_s.append(low)
         heights.append(float(np.median(trace['height'])))
-        per_seed.append(segment_errors(trace))
+        per_seed.append(segment_errors(trace, schedule))
         terms.append(trace['reward_terms'])
         gaits.append(gait_figures(trace))
         print(
@@ -353,6 +379,8 @@ def evaluate(policy_path, config, plot_path=None, video=None):
             'stiff_feet': config.stiff_feet,
             'actuator': os.path.abspath(config.actuator) if config.actuator else None,
         },  # fmt: skip
+        'sensor_noise': [config.lin_vel_noise, config.ang_vel_noise, config.joint_vel_noise],
+        'phase_jitter': config.phase_jitter,
         'falls': falls,
         'crawls': crawls,  # episodes without a fall and over crawl_s below crawl_height
         'base_height': {  # m over the schedule; s below crawl_height, the most of one episode
@@ -404,6 +432,14 @@ def add_arguments(parser):
         '--stiff-feet', action='store_true',
         help="MuJoCo: feet that sink ~1 mm instead of the description's ~17 mm",
     )  # fmt: skip
+    parser.add_argument(
+        '--phase-jitter', type=float, default=0.0,
+        help='s: each seed shifts the command changes by a draw below this (0: the same for all)',
+    )  # fmt: skip
+    parser.add_argument(
+        '--sensor-noise', action=argparse.BooleanOptionalAction, default=True,
+        help='noise on the measured velocities (--no-sensor-noise: exact, as sim_robot sends)',
+    )  # fmt: skip
     parser.add_argument('--plot', default='', help='PNG of command vs measured (seed 0)')
     parser.add_argument('--video', default='', help='MP4 of the rollout (seed 0)')
     parser.add_argument('--video-fps', type=float, default=25.0, help='video frames per s')
@@ -426,11 +462,16 @@ def run(args):
         except ValueError as error:
             print(f'loco-train eval: {error}', file=sys.stderr)
             return 2
-    config = EvalConfig(
-        sim=args.sim, seeds=args.seeds, payload=args.payload, gain_scale=args.gain_scale,
-        friction=args.friction, latency=args.latency, actuator=args.actuator,
-        stiff_feet=args.stiff_feet,
-    )  # fmt: skip
+    try:
+        config = EvalConfig(
+            sim=args.sim, seeds=args.seeds, payload=args.payload, gain_scale=args.gain_scale,
+            friction=args.friction, latency=args.latency, actuator=args.actuator,
+            stiff_feet=args.stiff_feet, phase_jitter=args.phase_jitter,
+            **({} if args.sensor_noise else NO_NOISE),
+        )  # fmt: skip
+    except ValueError as error:
+        print(f'loco-train eval: {error}', file=sys.stderr)
+        return 2
     try:
         summary = evaluate(args.policy, config, args.plot or None, video)
     except VideoUnavailable as error:  # only raised when a video was asked for

@@ -1,15 +1,17 @@
 """The evaluation's episode on the running stack: policy files judged on the robot they run on.
 
-`loco-train eval` steps the deployment Controller inside MuJoCo's own loop, where a command
-delay is exact. On the stack (sim_robot and policy_node over DDS) the delay from a sensor sample
-to the drives adds the sample's age, the tick phase, transport and sim_robot's publish grid, and
-a policy fine-tuned there adapts to that robot. This evaluates policy files on the stack itself:
+`loco-train eval` steps the deployment Controller inside MuJoCo's own loop. On the stack
+(sim_robot and policy_node over DDS) the same policy meets another robot: sensors on sim_robot's
+publish grid, policy_node's tick timing, DDS, and commands taken in on that grid, and a policy
+fine-tuned there adapts to that robot. This evaluates policy files on the stack itself:
 loco-launch with sim_robot perturbed as given and policy_node without exploration noise, and per
 episode the simulated robot reset, stood up and put in WALK, the evaluation's 20 s schedule
 streamed on /cmd_vel, its tracking error computed from every /odom message as `loco-train eval`
 computes it (mean absolute planar and yaw-rate errors per segment after SETTLE_S), a fall being
 a base below fall_height, a tilt beyond fall_tilt or any exit from WALK. One stack per policy
-file; the episodes differ by the stack's timing, not by a seed.
+file; the episodes differ by the stack's timing, not by a seed. Every command's delay from the
+sample it was computed from to its first use by the drives (physics time, from sim_robot's
+/joint_command/applied) is measured beside it.
 
     python -m loco_train.experiments.stack_eval FILE [FILE ...] --latency 0.03 --episodes 10
 """
@@ -25,6 +27,9 @@ import time
 import numpy as np
 
 from loco_train.experiments.evaluate import EvalConfig, SCHEDULE, segment_errors, SETTLE_S
+
+APPLIED_TOPIC = '/joint_command/applied'
+"""sim_robot's commands as its drives took them in (sim_robot.APPLIED_TOPIC; no rclpy import)."""
 
 STAND_S = 1.0
 """Seconds in STAND before asking for WALK (policy_node refuses it until the pose is reached)."""
@@ -52,14 +57,21 @@ def _tilt(w, x, y):
 
 
 class Episodes:
-    """Odometry of the episode in progress on the operator's node."""
+    """Odometry and command timing of the episode in progress on the operator's node."""
 
     def __init__(self, op):
-        """Subscribe to every /odom message (the operator keeps only the newest)."""
+        """Subscribe to every /odom, /joint_states, /joint_command and applied command."""
         from nav_msgs.msg import Odometry
+        from sensor_msgs.msg import JointState
 
         self.samples = None  # [(monotonic s, z m, vx, vy m/s, wz rad/s, tilt rad)] while recording
+        self.stamps = []  # /joint_states header stamps (s, physics time)
+        self.commands = []  # (/joint_command stamp s, positions (12,) tuple)
+        self.applied = []  # (stamp s of the first physics step it drove, positions (12,) tuple)
         op.node.create_subscription(Odometry, '/odom', self._on_odom, 50)
+        op.node.create_subscription(JointState, '/joint_states', self._on_state, 50)
+        op.node.create_subscription(JointState, '/joint_command', self._on_command, 50)
+        op.node.create_subscription(JointState, APPLIED_TOPIC, self._on_applied, 50)
 
     def _on_odom(self, msg):
         if self.samples is None:
@@ -67,6 +79,63 @@ class Episodes:
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
         v, w = msg.twist.twist.linear, msg.twist.twist.angular
         self.samples.append((time.monotonic(), p.z, v.x, v.y, w.z, _tilt(q.w, q.x, q.y)))
+
+    def _on_state(self, msg):
+        if self.samples is not None:
+            self.stamps.append(_seconds(msg.header.stamp))
+
+    def _on_command(self, msg):
+        if self.samples is not None:
+            self.commands.append((_seconds(msg.header.stamp), tuple(msg.position)))
+
+    def _on_applied(self, msg):
+        if self.samples is not None:
+            self.applied.append((_seconds(msg.header.stamp), tuple(msg.position)))
+
+    def take_delays(self):
+        """The episode's delays and tick periods (ms, see drive_delays); clears the timing."""
+        delays = drive_delays(self.stamps, self.commands, self.applied)
+        self.stamps, self.commands, self.applied = [], [], []
+        return delays
+
+
+def _seconds(stamp):
+    """A builtin_interfaces/Time as float seconds."""
+    return stamp.sec + 1e-9 * stamp.nanosec
+
+
+def drive_delays(sample_stamps, commands, applied):
+    """Delays (ms) from commands' samples to their first physics step (N,), tick periods (M,).
+
+    The periods are the physics time (ms) between the samples of consecutive commands.
+
+    sample_stamps: /joint_states stamps (s; sim_robot stamps a sample with its physics time).
+    commands: (stamp s, positions) of /joint_command, stamped when policy_node sent it; its
+    sample is the newest one stamped before that. applied: (stamp s, positions) of
+    /joint_command/applied, one per publish period, stamped with the first physics step the
+    command drove; a command's first appearance there counts. Commands matched by their
+    positions; one never applied (the episode's last) or with no sample before it is left out.
+    """
+    stamps = np.sort(np.asarray(sample_stamps, dtype=np.float64))
+    first = {}
+    for stamp, positions in applied:
+        first[positions] = min(stamp, first.get(positions, math.inf))
+    delays, used = [], []
+    for sent, positions in commands:
+        k = int(np.searchsorted(stamps, sent, side='right')) - 1
+        if k >= 0:
+            used.append(stamps[k])
+            if positions in first:
+                delays.append(first[positions] - stamps[k])
+    return np.asarray(delays, dtype=np.float64) * 1e3, np.diff(used) * 1e3
+
+
+def _percentiles(values, count):
+    """{count: N, min, p5, median, p95, max} of values (None without any)."""
+    quantiles = (('min', 0), ('p5', 5), ('median', 50), ('p95', 95), ('max', 100))
+    return {count: int(values.size), **{
+        name: float(np.percentile(values, q)) if values.size else None for name, q in quantiles
+    }}  # fmt: skip
 
 
 def _to_walk(op, say):
@@ -148,7 +217,7 @@ def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=S
         f'policy:={os.path.abspath(policy)}', 'exploration:=0',
         f'payload:={perturbation.get("payload", 0.0)}',
         f'gain_scale:={perturbation.get("gain_scale", 1.0)}',
-        f'latency:={perturbation.get("latency", 0.0)}',
+        f'latency:={perturbation.get("latency", 0.0)}', 'applied:=true',
         f'stats_file:={os.path.join(out, "policy_node_stats.json")}',
     ]  # fmt: skip
     log = open(os.path.join(out, 'launch.log'), 'wb')
@@ -156,7 +225,7 @@ def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=S
         argv, stdout=log, stderr=subprocess.STDOUT, process_group=0, preexec_fn=die_with_parent
     )
     op = None
-    per_episode, falls, faults = [], 0, []
+    per_episode, falls, faults, delays, periods = [], 0, [], [], []
     try:
         op = Operator()
         recorder = Episodes(op)
@@ -171,6 +240,9 @@ def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=S
             if not _to_walk(op, say):
                 raise RuntimeError(f'episode {episode}: the robot did not reach WALK')
             trace = run_episode(op, recorder, config, schedule)
+            delay, period = recorder.take_delays()
+            delays.append(delay)
+            periods.append(period)
             falls += int(trace['fell'])
             faults.append(trace['fault'])
             per_episode.append(segment_errors(trace, schedule))
@@ -197,6 +269,8 @@ def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=S
             'lin_err': float(np.nanmean(lin)) if reached else None,
             'yaw_err': float(np.nanmean(yaw)) if reached else None,
         }
+    delays = np.concatenate(delays) if delays else np.zeros(0)
+    periods = np.concatenate(periods) if periods else np.zeros(0)
     moving = [s for s in segments.values() if s['lin_err'] is not None]
     if not moving:  # every episode ended within its first segment's settling time
         raise RuntimeError(f'no segment was reached in {episodes} episodes (faults: {faults})')
@@ -211,6 +285,10 @@ def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=S
         'mean_yaw_err': float(np.mean([s['yaw_err'] for s in moving])),
         'segments': segments,
         'settle_s': SETTLE_S,
+        # sample -> drives (ms, physics time) over every matched command of every episode
+        'drive_delay_ms': _percentiles(delays, 'commands'),
+        # physics time between the samples of consecutive ticks (ms; 20 at 50 Hz)
+        'tick_period_ms': _percentiles(periods, 'periods'),
         'stack_exit': code,
     }
 
@@ -251,7 +329,8 @@ def main(argv=None):
         code = code or int(summary['stack_exit'] != 0)
         with open(os.path.join(out, 'results.jsonl'), 'a') as handle:
             handle.write(json.dumps(summary) + '\n')
-        keys = ('policy', 'falls', 'mean_lin_err', 'mean_yaw_err')
+        keys = ('policy', 'falls', 'mean_lin_err', 'mean_yaw_err', 'drive_delay_ms',
+                'tick_period_ms')  # fmt: skip
         say(json.dumps({key: summary[key] for key in keys}))
     return code
 
