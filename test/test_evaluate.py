@@ -108,7 +108,9 @@ def test_a_command_reaches_the_drives_latency_seconds_after_it_was_sent():
     assert [delay.at(x) for x in (0.02, 0.025, 0.03, 0.035)] == ['a', 'a', 'b', 'b']
 
 
-def test_phase_jitter_shifts_the_command_changes_per_seed_and_is_bounded(standing_policy, capsys):
+def test_phase_jitter_shifts_the_command_changes_per_seed_and_is_bounded(
+    standing_policy, capsys, monkeypatch
+):
     from loco_train.experiments.evaluate import EvalConfig, jittered_schedule
 
     shifted = jittered_schedule(SCHEDULE, 0.4)
@@ -118,11 +120,21 @@ def test_phase_jitter_shifts_the_command_changes_per_seed_and_is_bounded(standin
     assert shifted[-1][1] == pytest.approx(SCHEDULE[-1][1] - 0.4)
     with pytest.raises(ValueError, match='phase_jitter'):
         EvalConfig(phase_jitter=SCHEDULE[-1][1])  # the last segment would vanish
+    from loco_train.experiments import evaluate as module
+
+    schedules = []  # the schedule each seed ran
+    real = module.run_episode
+    monkeypatch.setattr(
+        module, 'run_episode',
+        lambda *args: schedules.append(args[-1]) or real(*args),
+    )  # fmt: skip
     argv = ['eval', str(standing_policy), '--seeds', '2', '--phase-jitter', '0.5']
     status = cli.main([*argv, '--no-sensor-noise'])
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert status == 0 and summary['phase_jitter'] == 0.5
     assert summary['sensor_noise'] == [0.0, 0.0, 0.0]
+    shifts = [schedule[1][1] - SCHEDULE[1][1] for schedule in schedules]
+    assert len(shifts) == 2 and all(0.0 <= x < 0.5 for x in shifts) and shifts[0] != shifts[1]
     # a standing robot misses each moving command by its speed, wherever the changes fall
     assert summary['segments']['forward_1.0']['lin_err'] == pytest.approx(1.0, abs=0.05)
     assert cli.main(['eval', str(standing_policy), '--phase-jitter', '9']) == 2

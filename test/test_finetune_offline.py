@@ -86,3 +86,25 @@ def test_the_regression_guard_sends_the_actor_back_to_the_best_version(tmp_path,
     drawn = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert drawn == {'figure': str(figure), 'runs': ['a', 'b'], 'frozen': result['frozen']}
     assert figure.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_the_robot_and_its_evaluations_can_be_the_stacks_exact_sensors_and_drawn_phases(
+    tmp_path, capsys
+):
+    from loco_train.experiments.evaluate import EvalConfig, evaluate, NO_NOISE
+    from loco_train.experiments.finetune_offline import tracking_error
+
+    finetune_offline.main([
+        '--warm-start', os.path.join(REPO, 'checkpoints', 'sac_anymal_paper', 'checkpoint.pt'),
+        '--minutes', '0.1', '--export-every', '150', '--eval-every', '0.1', '--eval-seeds', '2',
+        '--set', 'checkpoint_warmup_updates=100', '--set', 'learning_starts=64',
+        '--no-sensor-noise', '--eval-phase-jitter', '0.4', '--out', str(tmp_path),
+    ])  # fmt: skip
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result['args']['sensor_noise'] is False and result['args']['eval_phase_jitter'] == 0.4
+    # the frozen row is loco-train eval's with the same exact sensors and drawn phases
+    config = EvalConfig(seeds=2, gain_scale=0.75, phase_jitter=0.4, **NO_NOISE)
+    summary = evaluate(str(tmp_path / 'v001.onnx'), config)
+    assert result['frozen'] == tracking_error(summary)
+    noisy = evaluate(str(tmp_path / 'v001.onnx'), EvalConfig(seeds=2, gain_scale=0.75))
+    assert tracking_error(noisy) != result['frozen']

@@ -36,12 +36,12 @@ def test_the_shipped_policy_walks_a_short_schedule_on_the_stack_and_is_scored(re
     assert proc.stdout.count('episode ') == 2
     assert row['stack_exit'] == 0
     # sample -> drives: the 10 ms latency, taken in on sim_robot's 5 ms grid from the sample's
-    # own physics time, and 5 ms later only when a tick's command missed its grid point
+    # own physics time (stamps on that grid: a few late ticks cannot move the median)
     delay = row['drive_delay_ms']
     assert delay['commands'] > 300, row  # two 5.5 s episodes at 50 Hz
     assert delay['median'] == pytest.approx(10.0, abs=0.01), row
-    assert 9.99 < delay['min'] and delay['max'] < 25.0, row
     assert row['tick_period_ms']['median'] == pytest.approx(20.0, abs=0.01), row
+    assert 0.0 < row['state_age_ms']['p50'] <= row['state_age_ms']['max'], row
 
 
 def test_drive_delays_match_commands_to_their_sample_and_first_use():

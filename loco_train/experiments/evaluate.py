@@ -351,7 +351,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
         heights.append(float(np.median(trace['height'])))
         per_seed.append(segment_errors(trace, schedule))
         terms.append(trace['reward_terms'])
-        gaits.append(gait_figures(trace))
+        gaits.append(gait_figures(trace, schedule))
         print(
             f'seed {seed}: {"FELL" if trace["fell"] else "ok"} at {trace["t"][-1]:.2f} s',
             file=sys.stderr,

@@ -51,6 +51,15 @@ def parse_args(argv=None):
     p.add_argument('--eval-every', type=float, default=2.0, help='minutes of data between evals')
     p.add_argument('--eval-seeds', type=int, default=3)
     p.add_argument(
+        '--eval-phase-jitter', type=float, default=0.0,
+        help="s: the evaluations' per-seed shift of the command changes (loco-train eval's)",
+    )  # fmt: skip
+    p.add_argument(
+        '--sensor-noise', action=argparse.BooleanOptionalAction, default=True,
+        help="noise on the robot's and the evaluations' measured velocities (--no-sensor-noise: "
+        'exact, as sim_robot sends them; the nominal gate keeps its own)',
+    )  # fmt: skip
+    p.add_argument(
         '--reward',
         action='append',
         default=None,
@@ -108,11 +117,11 @@ def finetune_config(items):
     return dataclasses.replace(defaults, **values)
 
 
-def score(path, perturbation, seeds):
+def score(path, perturbation, seeds, phase_jitter=0.0):
     """evaluate() of a policy file on a perturbed robot: (tracking error, summary)."""
     from loco_train.experiments.evaluate import EvalConfig, evaluate
 
-    config = EvalConfig(seeds=seeds, **perturbation)
+    config = EvalConfig(seeds=seeds, phase_jitter=phase_jitter, **perturbation)
     summary = evaluate(path, config)
     return tracking_error(summary), summary
 
@@ -239,6 +248,7 @@ def main(argv=None):
     from loco_policy.control import hot_swap
     from loco_policy.policy_file import OnnxPolicy
     from loco_policy.transition import pack_rows
+    from loco_train.experiments.evaluate import EvalConfig, NO_NOISE
     from loco_train.finetune import learner
     from loco_train.finetune.gate import GateRefused, NominalGate
     from loco_train.finetune.ingest import TransitionAssembler
@@ -262,11 +272,18 @@ def main(argv=None):
     reward = args.reward if args.reward is not None else ['feet_air_time=0.125']
     weights = weights_from_overrides(reward)
     assembler = TransitionAssembler(weights)
+    try:
+        EvalConfig(phase_jitter=args.eval_phase_jitter)
+    except ValueError as error:
+        raise SystemExit(f'finetune_offline: --eval-phase-jitter: {error}') from None
+    noise = {} if args.sensor_noise else dict(NO_NOISE)  # EvalConfig's sensor-noise fields
     perturbation = {
         'payload': args.payload,
         'gain_scale': args.gain_scale,
         'latency': args.latency,
+        **noise,
     }
+    jitter = args.eval_phase_jitter
     limits = hot_swap.SwapLimits(
         max_action_deviation=args.max_action_deviation,
         max_mean_action_deviation=args.max_mean_action_deviation,
@@ -287,7 +304,7 @@ def main(argv=None):
         guard = RegressionGuard(config.guard_rows, config.guard_margin, reference=running_version)
     start_id = robot.ctrl.policy_version
     judged = guard is None  # the running version's verdict is in: the next candidate may come
-    frozen, _ = score(frozen_path, perturbation, args.eval_seeds)
+    frozen, _ = score(frozen_path, perturbation, args.eval_seeds, jitter)
     rows_out = [
         {'robot_minutes': 0.0, 'version': running_version, 'updates': 0, 'tracking_error': frozen}
     ]
@@ -358,7 +375,7 @@ def main(argv=None):
         minutes = learned * spec.CONTROL_DT / 60.0
         if minutes >= next_eval or learned >= target:
             next_eval += args.eval_every
-            error, summary = score(running_path, perturbation, args.eval_seeds)
+            error, summary = score(running_path, perturbation, args.eval_seeds, jitter)
             rows_out.append(
                 {
                     'robot_minutes': round(minutes, 2),
@@ -385,8 +402,8 @@ def main(argv=None):
             with open(os.path.join(args.out, 'rows.jsonl'), 'a') as handle:
                 handle.write(json.dumps(rows_out[-1]) + '\n')
     last = rows_out[-1]
-    nominal_frozen, _ = score(frozen_path, {}, args.eval_seeds)
-    nominal_last, _ = score(running_path, {}, args.eval_seeds)
+    nominal_frozen, _ = score(frozen_path, noise, args.eval_seeds, jitter)
+    nominal_last, _ = score(running_path, noise, args.eval_seeds, jitter)
     plot(rows_out, os.path.join(args.out, 'curve.png'), frozen)
     result = {
         'frozen': frozen,

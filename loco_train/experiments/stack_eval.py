@@ -111,10 +111,14 @@ def drive_delays(sample_stamps, commands, applied):
 
     sample_stamps: /joint_states stamps (s; sim_robot stamps a sample with its physics time).
     commands: (stamp s, positions) of /joint_command, stamped when policy_node sent it; its
-    sample is the newest one stamped before that. applied: (stamp s, positions) of
+    sample is the newest one stamped before that, which holds while a command leaves within one
+    publish period (5 ms) of its sample (a later one is charged to the next sample, 5 ms short;
+    policy_node's state_age in the row bounds it). applied: (stamp s, positions) of
     /joint_command/applied, one per publish period, stamped with the first physics step the
     command drove; a command's first appearance there counts. Commands matched by their
     positions; one never applied (the episode's last) or with no sample before it is left out.
+    Clocks: sim_robot's physics time on the host's ROS clock (offset taken at each reset) and
+    policy_node's ROS clock, one host.
     """
     stamps = np.sort(np.asarray(sample_stamps, dtype=np.float64))
     first = {}
@@ -130,12 +134,22 @@ def drive_delays(sample_stamps, commands, applied):
     return np.asarray(delays, dtype=np.float64) * 1e3, np.diff(used) * 1e3
 
 
-def _percentiles(values, count):
-    """{count: N, min, p5, median, p95, max} of values (None without any)."""
+def _percentiles(values, size_key):
+    """{size_key: N, min, p5, median, p95, max} of values (None without any)."""
     quantiles = (('min', 0), ('p5', 5), ('median', 50), ('p95', 95), ('max', 100))
-    return {count: int(values.size), **{
+    return {size_key: int(values.size), **{
         name: float(np.percentile(values, q)) if values.size else None for name, q in quantiles
     }}  # fmt: skip
+
+
+def _state_age(path):
+    """{p50, p99, max} (ms) of policy_node's state_age from its run summary (None if absent)."""
+    try:
+        with open(path) as handle:
+            stats = json.load(handle)
+        return {q: stats[f'state_age_{q}_ms'] for q in ('p50', 'p99', 'max')}
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _to_walk(op, say):
@@ -289,6 +303,8 @@ def evaluate_on_stack(policy, perturbation, episodes, out, say=print, schedule=S
         'drive_delay_ms': _percentiles(delays, 'commands'),
         # physics time between the samples of consecutive ticks (ms; 20 at 50 Hz)
         'tick_period_ms': _percentiles(periods, 'periods'),
+        # policy_node's own: a sample's arrival to its command's send (ms), over the whole run
+        'state_age_ms': _state_age(os.path.join(out, 'policy_node_stats.json')),
         'stack_exit': code,
     }
 
