@@ -14,16 +14,21 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 SHIPPED = 'loco_policy/policies/anymal_c_walk.onnx'
 
 
-def test_the_shipped_policy_walks_a_short_schedule_on_the_stack_and_is_scored(request, tmp_path):
+def _two_episodes(request, tmp_path, schedule, latency):
+    """Run stack_eval on the shipped policy for 2 episodes; return its stdout (it succeeded)."""
     argv = [
         sys.executable, '-m', 'loco_train.experiments.stack_eval', SHIPPED, '--episodes', '2',
-        '--schedule', 'stand:1.5:0,0,0;forward:4:0.6,0,0', '--latency', '0.01',
-        '--out', str(tmp_path),
+        '--schedule', schedule, '--latency', latency, '--out', str(tmp_path),
     ]  # fmt: skip
     proc = subprocess.run(
         argv, env=ros_env(request.node.name), capture_output=True, text=True, timeout=240
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_the_shipped_policy_walks_a_short_schedule_on_the_stack_and_is_scored(request, tmp_path):
+    stdout = _two_episodes(request, tmp_path, 'stand:1.5:0,0,0;forward:4:0.6,0,0', '0.01')
     rows = [json.loads(line) for line in (tmp_path / 'results.jsonl').read_text().splitlines()]
     assert len(rows) == 1
     row = rows[0]
@@ -33,7 +38,7 @@ def test_the_shipped_policy_walks_a_short_schedule_on_the_stack_and_is_scored(re
     # it walks: within 0.3 m/s of 0.6 m/s (standing still would be an error of 0.6)
     assert 0.0 < forward['lin_err'] < 0.3, row
     assert row['segments']['stand']['lin_err'] < 0.2, row
-    assert proc.stdout.count('episode ') == 2
+    assert stdout.count('episode ') == 2
     assert row['stack_exit'] == 0
     # sample -> drives: the 10 ms latency, taken in on sim_robot's 5 ms grid from the sample's
     # own physics time (stamps on that grid: a few late ticks cannot move the median)
@@ -73,19 +78,11 @@ def test_a_missing_policy_file_or_a_bad_schedule_is_refused_before_any_stack(tmp
 
 def test_a_fall_is_counted_with_its_reason_and_the_episodes_go_on(request, tmp_path):
     # 150 ms of command delay: the shipped policy (it walks with 40 ms) tips over at 1 m/s
-    argv = [
-        sys.executable, '-m', 'loco_train.experiments.stack_eval', SHIPPED, '--episodes', '2',
-        '--schedule', 'stand:1:0,0,0;forward:6:1.0,0,0', '--latency', '0.15',
-        '--out', str(tmp_path),
-    ]  # fmt: skip
-    proc = subprocess.run(
-        argv, env=ros_env(request.node.name), capture_output=True, text=True, timeout=240
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    stdout = _two_episodes(request, tmp_path, 'stand:1:0,0,0;forward:6:1.0,0,0', '0.15')
     row = json.loads((tmp_path / 'results.jsonl').read_text())
     assert len(row['faults']) == 2 and row['falls'] >= 1, row  # both episodes ran
     reasons = [fault for fault in row['faults'] if fault is not None]
     assert len(reasons) == row['falls'], row
     for fault in reasons:  # policy_node's DAMP reason, or the base's height or tilt
         assert fault == 'fallen' or 'tilt' in fault, row
-    assert proc.stdout.count('FELL at') == row['falls']
+    assert stdout.count('FELL at') == row['falls']

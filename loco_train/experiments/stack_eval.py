@@ -28,9 +28,6 @@ import numpy as np
 
 from loco_train.experiments.evaluate import EvalConfig, SCHEDULE, segment_errors, SETTLE_S
 
-APPLIED_TOPIC = '/joint_command/applied'
-"""sim_robot's commands as its drives took them in (sim_robot.APPLIED_TOPIC; no rclpy import)."""
-
 STAND_S = 1.0
 """Seconds in STAND before asking for WALK (policy_node refuses it until the pose is reached)."""
 
@@ -63,6 +60,8 @@ class Episodes:
         """Subscribe to every /odom, /joint_states, /joint_command and applied command."""
         from nav_msgs.msg import Odometry
         from sensor_msgs.msg import JointState
+
+        from loco_policy.nodes.sim_robot import APPLIED_TOPIC
 
         self.samples = None  # [(monotonic s, z m, vx, vy m/s, wz rad/s, tilt rad)] while recording
         self.stamps = []  # /joint_states header stamps (s, physics time)
