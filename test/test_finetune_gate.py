@@ -39,3 +39,18 @@ def test_a_reference_that_falls_closes_the_gate(tmp_path):
         NominalGate(1, 0.25, violent)
     with pytest.raises(ValueError, match='at least 1'):
         NominalGate(0, 0.25, SHIPPED)
+
+
+def test_the_stacks_gate_walks_exact_velocities_at_a_drawn_phase():
+    # the stack's robot: no sensor noise, the command changes shifted per seed; each setting
+    # changes the episode the reference is scored on
+    noisy = NominalGate(1, 0.0, SHIPPED)
+    exact = NominalGate(1, 0.0, SHIPPED, sensor_noise=False)
+    drawn = NominalGate(1, 0.0, SHIPPED, sensor_noise=False, phase_jitter=0.5)
+    assert exact.config.lin_vel_noise == 0.0 and exact.config.joint_vel_noise == 0.0
+    assert noisy.config.lin_vel_noise > 0.0 and drawn.config.phase_jitter == 0.5
+    references = {noisy.reference, exact.reference, drawn.reference}
+    assert len(references) == 3 and all(0.0 < r < 0.3 for r in references), references
+    assert drawn.check(SHIPPED) == pytest.approx(drawn.reference)  # the same draw every time
+    with pytest.raises(ValueError, match='phase_jitter must lie in'):
+        NominalGate(1, 0.0, SHIPPED, phase_jitter=50.0)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from loco_train.experiments.finetune_demo import judge
+from loco_train.experiments.finetune_demo import Faults, judge
 from loco_train.experiments.stack_eval import parse_schedule, SCHEDULE
 
 
@@ -50,3 +50,18 @@ def test_the_stack_schedule_is_parsed_and_a_repeated_name_refused():
         parse_schedule('stop:1:0,0,0;walk:2:0.5,0,0;stop:1:0,0,0')
     with pytest.raises(ValueError, match='name:seconds'):
         parse_schedule('walk:fast:1,0,0')
+
+
+def test_a_fault_latched_before_the_first_walk_is_kept_apart_from_fine_tuning():
+    faults = Faults()
+    for mode, fault in [
+        (None, None), ('PASSIVE', None), ('DAMP', 'watchdog: stale /odom 62 ms'),
+        ('DAMP', 'watchdog: stale /odom 62 ms'), ('PASSIVE', None), ('STAND', None),
+        ('WALK', None), ('WALK', None), ('DAMP', 'base tilt'), ('DAMP', 'base tilt'),
+        ('PASSIVE', None), ('STAND', None), ('DAMP', 'watchdog: stale /imu 70 ms'),
+        ('PASSIVE', None), ('WALK', None),
+    ]:  # fmt: skip
+        faults.seen(mode, fault)
+    assert faults.start_up == ['watchdog: stale /odom 62 ms']
+    # after the first WALK every DAMP entry counts, in STAND as well as in WALK, once each
+    assert faults.while_fine_tuning == ['base tilt', 'watchdog: stale /imu 70 ms']

@@ -559,3 +559,12 @@ def test_a_gate_without_a_reference_is_refused_at_start(link, tmp_path):
     )  # fmt: skip
     assert node.proc.wait(60) == 2, node.log()
     assert 'needs gate_reference' in node.log()
+
+
+def test_a_gate_phase_jitter_out_of_range_is_refused_at_start(link, tmp_path):
+    node = Node(
+        link.env, tmp_path / 'node.log', tmp_path / 'store', tmp_path / 'policies', None,
+        'gate_seeds:=1', 'gate_sensor_noise:=false', 'gate_phase_jitter:=50.0',
+    )  # fmt: skip
+    assert node.proc.wait(60) == 2, node.log()
+    assert 'gate_phase_jitter: phase_jitter must lie in' in node.log()

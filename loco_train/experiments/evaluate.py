@@ -157,6 +157,14 @@ def jittered_schedule(schedule, shift):
     return tuple(tuple(segment) for segment in out)
 
 
+def seed_schedule(seed, phase_jitter):
+    """The schedule seed `seed` walks: SCHEDULE shifted by its own draw below phase_jitter s."""
+    if not phase_jitter:
+        return SCHEDULE
+    shift = np.random.default_rng([seed, 1]).uniform(0.0, phase_jitter)  # s
+    return jittered_schedule(SCHEDULE, shift)
+
+
 def schedule_command(t, schedule=SCHEDULE):
     """Return (segment index, command (3,)) at time t (s) of the schedule."""
     start = 0.0
@@ -334,8 +342,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
     per_seed, falls, first, terms, video_summary, gaits = [], 0, None, [], None, []
     crawls, low_s, heights = 0, [], []  # episodes crawled, s below crawl_height, median heights
     for seed in range(config.seeds):
-        shift = np.random.default_rng([seed, 1]).uniform(0.0, config.phase_jitter)  # s
-        schedule = jittered_schedule(SCHEDULE, shift) if config.phase_jitter else SCHEDULE
+        schedule = seed_schedule(seed, config.phase_jitter)
         try:
             trace = run_episode(
                 policy, backend, config, seed, recorder if seed == 0 else None, schedule

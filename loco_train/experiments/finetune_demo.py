@@ -70,6 +70,26 @@ def write_config(out, args):
     return path
 
 
+class Faults:
+    """DAMP entries seen in policy_node's status, split at the robot's first WALK (ROS-free).
+
+    Fine-tuning begins with the first WALK (the first transition it learns from); a fault
+    latched before it, while the stack was still coming up in PASSIVE, is kept apart.
+    """
+
+    def __init__(self):
+        """No mode seen yet."""
+        self.start_up, self.while_fine_tuning = [], []  # fault reasons
+        self.walked, self.last_mode = False, None
+
+    def seen(self, mode, fault):
+        """policy_node's mode and latched fault (str) at one poll."""
+        self.walked = self.walked or mode == 'WALK'
+        if mode == 'DAMP' and self.last_mode != 'DAMP':
+            (self.while_fine_tuning if self.walked else self.start_up).append(str(fault))
+        self.last_mode = mode
+
+
 class Watch:
     """Status, diagnostics and falls seen while fine-tuning."""
 
@@ -78,9 +98,13 @@ class Watch:
         from diagnostic_msgs.msg import DiagnosticArray
 
         self.op, self.learner = op, {}
-        self.damp_events, self.versions = 0, []
-        self.last_mode = None
+        self.faults, self.versions = Faults(), []
         op.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 10)
+
+    @property
+    def damp_events(self):
+        """DAMP entries since the first WALK."""
+        return len(self.faults.while_fine_tuning)
 
     def _on_diag(self, msg):
         for status in msg.status:
@@ -89,10 +113,7 @@ class Watch:
 
     def poll(self):
         """Track mode changes into DAMP and newly active policy versions."""
-        mode = self.op.status.get('mode')
-        if mode == 'DAMP' and self.last_mode != 'DAMP':
-            self.damp_events += 1
-        self.last_mode = mode
+        self.faults.seen(self.op.status.get('mode'), self.op.status.get('fault'))
         version = self.op.status.get('policy_version')
         if version is not None and (not self.versions or self.versions[-1] != version):
             self.versions.append(version)
@@ -453,6 +474,10 @@ def run(args):
         'goal': verdict,  # where it was judged, its figures, the conditions not met
         'stack': stack,
         'damp_while_finetuning': watch.damp_events,
+        'faults': {  # reasons; start_up: latched before the first WALK
+            'start_up': watch.faults.start_up,
+            'while_fine_tuning': watch.faults.while_fine_tuning,
+        },
         'falls_in_evaluation': final['falls'],
         'accepted_versions': sorted(accepted),
         'active_at_end': final['policy'],

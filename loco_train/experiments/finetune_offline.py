@@ -78,6 +78,14 @@ def parse_args(argv=None):
     )
     p.add_argument('--gate-margin', type=float, default=0.25)
     p.add_argument(
+        '--gate-sensor-noise', action=argparse.BooleanOptionalAction, default=True,
+        help="noise on the gate's measured velocities (--no-gate-sensor-noise: the stack's)",
+    )  # fmt: skip
+    p.add_argument(
+        '--gate-phase-jitter', type=float, default=0.0,
+        help="s: the gate episodes' per-seed shift of the command changes",
+    )  # fmt: skip
+    p.add_argument(
         '--no-follow-robot',
         dest='follow_robot',
         action='store_false',
@@ -272,10 +280,11 @@ def main(argv=None):
     reward = args.reward if args.reward is not None else ['feet_air_time=0.125']
     weights = weights_from_overrides(reward)
     assembler = TransitionAssembler(weights)
-    try:
-        EvalConfig(phase_jitter=args.eval_phase_jitter)
-    except ValueError as error:
-        raise SystemExit(f'finetune_offline: --eval-phase-jitter: {error}') from None
+    for flag, jitter in (('eval', args.eval_phase_jitter), ('gate', args.gate_phase_jitter)):
+        try:
+            EvalConfig(phase_jitter=jitter)
+        except ValueError as error:
+            raise SystemExit(f'finetune_offline: --{flag}-phase-jitter: {error}') from None
     noise = {} if args.sensor_noise else dict(NO_NOISE)  # EvalConfig's sensor-noise fields
     perturbation = {
         'payload': args.payload,
@@ -297,7 +306,12 @@ def main(argv=None):
     frozen_path = running_path = export()  # version 1: the warm start itself
     running_version = tuner.version
     robot = Robot(OnnxPolicy(frozen_path), perturbation, args.exploration, args.seed)
-    gate = NominalGate(args.gate_seeds, args.gate_margin, frozen_path) if args.gate_seeds else None
+    gate = None
+    if args.gate_seeds:
+        gate = NominalGate(
+            args.gate_seeds, args.gate_margin, frozen_path,
+            sensor_noise=args.gate_sensor_noise, phase_jitter=args.gate_phase_jitter,
+        )  # fmt: skip
     gated = 0
     guard = None
     if config.guard_rows > 0:

@@ -20,18 +20,22 @@ class GateRefused(Exception):
 class NominalGate:
     """Screens policy files on the nominal simulated robot against a reference policy."""
 
-    def __init__(self, seeds, margin, reference_path, stop=None):
+    def __init__(
+        self, seeds, margin, reference_path, stop=None, sensor_noise=True, phase_jitter=0.0
+    ):
         """Score the reference policy once (seeds episodes, a few seconds each).
 
         stop: a callable; when it returns True a scoring ends after the episode under way
-        (GateRefused), so a node shutting down does not wait for a whole gate.
+        (GateRefused), so a node shutting down does not wait for a whole gate. sensor_noise,
+        phase_jitter (s): as `loco-train eval`'s (ValueError out of range).
         """
         from loco_policy.sim.backends import make_backend, Perturbation
-        from loco_train.experiments.evaluate import EvalConfig
+        from loco_train.experiments.evaluate import EvalConfig, NO_NOISE
 
         if seeds < 1:
             raise ValueError(f'gate seeds {seeds}: at least 1')
-        self.config = EvalConfig(seeds=seeds)
+        noise = {} if sensor_noise else NO_NOISE
+        self.config = EvalConfig(seeds=seeds, phase_jitter=float(phase_jitter), **noise)
         self.backend = make_backend('mujoco', Perturbation())
         self.seeds, self.margin = int(seeds), float(margin)
         self.stop = stop or (lambda: False)
@@ -45,15 +49,18 @@ class NominalGate:
     def score(self, path):
         """(mean tracking error (m/s + rad/s) over moving segments, falls) of a policy file."""
         from loco_policy.policy_file import OnnxPolicy
-        from loco_train.experiments.evaluate import run_episode, segment_errors
+        from loco_train.experiments.evaluate import run_episode, seed_schedule, segment_errors
 
         policy, errors, falls = OnnxPolicy(path), [], 0
         for seed in range(FIRST_SEED, FIRST_SEED + self.seeds):
             if self.stop():
                 raise GateRefused('stopped before the gate ended')
-            trace = run_episode(policy, self.backend, self.config, seed, None)
+            schedule = seed_schedule(seed, self.config.phase_jitter)
+            trace = run_episode(policy, self.backend, self.config, seed, None, schedule)
             falls += int(trace['fell'])
-            moving = [e for e in segment_errors(trace).values() if not np.isnan(e['lin'])]
+            moving = [
+                e for e in segment_errors(trace, schedule).values() if not np.isnan(e['lin'])
+            ]
             errors.append(np.mean([e['lin'] + e['yaw'] for e in moving]) if moving else np.inf)
         return float(np.mean(errors)), falls
 

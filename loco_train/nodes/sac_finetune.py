@@ -80,6 +80,8 @@ class SacFinetune(Node):
         declare('gate_seeds', 0)  # nominal MuJoCo episodes a candidate must walk (0: no gate)
         declare('gate_margin', 0.25, any_type())  # tracking error above the reference's allowed
         declare('gate_reference', '')  # the policy file compared against ('' = the warm start)
+        declare('gate_sensor_noise', True)  # noise on the gate's velocities (false: as sim_robot)
+        declare('gate_phase_jitter', 0.0, any_type())  # s: gate seeds' shift of command changes
         declare('diagnostics_period', 1.0, any_type())  # s
         declare('queue_depth', 500)  # /replay/transitions messages buffered (10 s at 50 Hz)
         declare('reorder_window', 20)  # rows a message may arrive out of order
@@ -114,6 +116,8 @@ class SacFinetune(Node):
         start = value('warm_start').value or SHIPPED_POLICY
         self.gate_seeds = int(value('gate_seeds').value)
         self.gate_margin = float(value('gate_margin').value)
+        self.gate_sensor_noise = bool(value('gate_sensor_noise').value)
+        self.gate_phase_jitter = float(value('gate_phase_jitter').value)
         self.gate_reference = value('gate_reference').value or (
             start if str(start).endswith('.onnx') else ''
         )
@@ -124,6 +128,13 @@ class SacFinetune(Node):
             )
         if self.gate_seeds > 0 and not os.path.isfile(self.gate_reference):
             raise ValueError(f'gate_reference {self.gate_reference}: no such file')
+        if self.gate_seeds > 0:
+            from loco_train.experiments.evaluate import EvalConfig
+
+            try:
+                EvalConfig(phase_jitter=self.gate_phase_jitter)
+            except ValueError as error:
+                raise ValueError(f'gate_phase_jitter: {error}') from None
         self.gate, self.gated, self.last_gate = None, 0, ''
         self._gate_closed = ''  # why the gate could not open (then every candidate is held back)
         device = value('device').value
@@ -424,8 +435,9 @@ class SacFinetune(Node):
 
         try:
             self.gate = NominalGate(
-                self.gate_seeds, self.gate_margin, self.gate_reference, stop=self._stop.is_set
-            )
+                self.gate_seeds, self.gate_margin, self.gate_reference, stop=self._stop.is_set,
+                sensor_noise=self.gate_sensor_noise, phase_jitter=self.gate_phase_jitter,
+            )  # fmt: skip
         except Exception as error:  # any failure (MuJoCo, onnxruntime, a file) closes the gate
             self._gate_closed = f'gate closed: {type(error).__name__}: {error}'
             self.last_gate = self._gate_closed  # every candidate is held back
