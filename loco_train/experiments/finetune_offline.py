@@ -86,6 +86,12 @@ def parse_args(argv=None):
         help="s: the gate episodes' per-seed shift of the command changes",
     )  # fmt: skip
     p.add_argument(
+        '--sim-share', type=float, default=0.0,
+        help='co-training: the unperturbed MuJoCo robot walks the running policy beside the '
+        'robot, tick for tick, and this share of every batch comes from its transitions '
+        '(FinetuneConfig prior_share and prior_floor; 0: off)',
+    )  # fmt: skip
+    p.add_argument(
         '--no-follow-robot',
         dest='follow_robot',
         action='store_false',
@@ -270,6 +276,12 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
     config = finetune_config(args.set)
+    if not 0.0 <= args.sim_share < 1.0:
+        raise SystemExit(f'finetune_offline: --sim-share {args.sim_share}: in [0, 1)')
+    if args.sim_share > 0.0:
+        config = dataclasses.replace(
+            config, prior_share=args.sim_share, prior_floor=args.sim_share
+        )
     if str(args.warm_start).endswith('.onnx'):
         tuner = learner.FineTuner.from_onnx(args.warm_start, config)
     else:
@@ -306,6 +318,11 @@ def main(argv=None):
     frozen_path = running_path = export()  # version 1: the warm start itself
     running_version = tuner.version
     robot = Robot(OnnxPolicy(frozen_path), perturbation, args.exploration, args.seed)
+    sim = sim_assembler = None  # the unperturbed robot of --sim-share, and its rows' assembler
+    sim_pending = []
+    if args.sim_share > 0.0:
+        sim = Robot(OnnxPolicy(frozen_path), noise, args.exploration, args.seed + 1)
+        sim_assembler = TransitionAssembler(weights)
     gate = None
     if args.gate_seeds:
         gate = NominalGate(
@@ -335,6 +352,12 @@ def main(argv=None):
             if row.mode == 'WALK' and robot.ctrl.policy_obs is not None:
                 recent.append(np.asarray(robot.ctrl.policy_obs, dtype=np.float64))
         recent = recent[-100:]
+        if sim is not None:
+            sim_pending.extend(sim.step())
+            if len(sim_pending) >= ROWS_PER_MESSAGE:
+                sim_assembler.feed(*pack_rows(sim_pending), 0)
+                sim_pending = []
+                tuner.add_prior(sim_assembler.drain())
         if len(pending) >= ROWS_PER_MESSAGE:
             dims, data = pack_rows(pending)
             pending = []
@@ -370,6 +393,8 @@ def main(argv=None):
                     tuner.follow(running_version)  # learn on from the policy the robot runs
                     raise hot_swap.UpdateRejected(f'gate: {reason}; actor reset') from None
                 robot.ctrl.swap_policy(candidate, tuner.version)
+                if sim is not None:
+                    sim.ctrl.swap_policy(OnnxPolicy(candidate_path), tuner.version)
                 running_path, running_version = candidate_path, tuner.version
                 judged = guard is None
                 print(
@@ -399,6 +424,8 @@ def main(argv=None):
                     'tracking_error': error,
                     'falls': summary['falls'],
                     'robot_falls': robot.falls,
+                    'sim_falls': sim.falls if sim is not None else None,
+                    'prior_share': round(tuner.prior_share(), 4),
                     'anchor_distance': round(tuner.anchor_distance(), 6),
                     'metrics': metrics,
                 }
@@ -427,6 +454,7 @@ def main(argv=None):
         'nominal_frozen': nominal_frozen,
         'nominal_last': nominal_last,
         'robot_falls': robot.falls,
+        'sim_falls': sim.falls if sim is not None else None,
         'rejected': rejected,
         'gated': gated,
         'guard_resets': guard.resets if guard is not None else None,

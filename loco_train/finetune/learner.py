@@ -92,7 +92,11 @@ class FinetuneConfig:
     prior_share: float = 0.5
     """Share of each batch drawn from the prior (simulation) replay at the start."""
     prior_decay_updates: int = 15000
-    """Updates over which the prior share falls linearly to 0."""
+    """Updates over which the prior share falls linearly to prior_floor."""
+    prior_floor: float = 0.0
+    """Share of each batch from the prior replay that stays after the decay (0: none). With
+    transitions of the unperturbed simulated robot arriving through add_prior while the robot
+    walks, a floor keeps fine-tuning learning both robots (co-training), not the robot alone."""
     learning_starts: int = 256
     """Robot transitions stored before the first update."""
     replay_capacity: int = 100_000
@@ -263,18 +267,24 @@ class FineTuner:
 
     # -- data -----------------------------------------------------------------------------------
 
-    def add(self, transitions):
-        """Store robot transitions (ingest.drain()'s dict); owe utd_ratio updates for each."""
-        n = len(transitions['seq'])
-        if n == 0:
+    @staticmethod
+    def _store(buffer, transitions):
+        """Extend a replay buffer with the finite rows of ingest.drain()'s dict; rows kept."""
+        if len(transitions['seq']) == 0:
             return 0
         fields = [torch.as_tensor(np.asarray(f)) for f in replay_fields(transitions)]
         finite = torch.isfinite(fields[0]).all(1) & torch.isfinite(fields[3]).all(1)
         finite &= torch.isfinite(fields[1]).all(1) & torch.isfinite(fields[2])
         # a dropped row ends the segment of the kept row before it (no n-step window joins)
         fields[5] = fields[5] | torch.cat([~finite[1:], torch.zeros(1, dtype=torch.bool)])
-        self.robot.extend(*(f[finite] for f in fields))  # (kept, ...) rows, N = 1
-        kept = int(finite.sum())
+        buffer.extend(*(f[finite] for f in fields))  # (kept, ...) rows, N = 1
+        return int(finite.sum())
+
+    def add(self, transitions):
+        """Store robot transitions (ingest.drain()'s dict); owe utd_ratio updates for each."""
+        kept = self._store(self.robot, transitions)
+        if kept == 0:
+            return 0
         before = self.robot_transitions
         self.robot_transitions += kept
         fresh = self.robot_transitions - max(before, self.cfg.learning_starts)
@@ -282,16 +292,29 @@ class FineTuner:
             self.credit += self.cfg.utd_ratio * fresh
         return kept
 
+    def add_prior(self, transitions):
+        """Store simulation transitions (ingest.drain()'s dict) as prior data; no update owed.
+
+        The prior replay is made on first use (replay_capacity rows) when no replay.pt gave one.
+        """
+        if self.prior is None:
+            self.prior = ReplayBuffer(
+                self.cfg.replay_capacity, 1, self.sac.actor_kwargs['obs_dim'],
+                self.sac.actor.action_dim, device=self.sac.device,
+            )  # fmt: skip
+        return self._store(self.prior, transitions)
+
     def owed(self):
         """Whole updates owed by the data received (the update-to-data ratio)."""
         return math.floor(self.credit)
 
     def prior_share(self):
-        """Share of the batch from the prior replay now: linear decay to 0."""
-        if self.prior is None or self.cfg.prior_decay_updates <= 0:
+        """Share of the batch from the prior replay now: linear decay to prior_floor."""
+        if self.prior is None or len(self.prior) < max(1, self.cfg.learning_starts):
             return 0.0
-        left = max(0.0, 1.0 - self.updates / self.cfg.prior_decay_updates)
-        return self.cfg.prior_share * left
+        decay = self.cfg.prior_decay_updates
+        left = max(0.0, 1.0 - self.updates / decay) if decay > 0 else 0.0
+        return max(self.cfg.prior_floor, self.cfg.prior_share * left)
 
     def sample(self):
         """One Batch: robot transitions, plus the prior's share from the simulation replay."""

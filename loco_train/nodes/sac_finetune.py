@@ -37,8 +37,8 @@ SHIPPED_POLICY = os.path.join(
 LEARNER_PARAMETERS = (
     'utd_ratio', 'actor_update_interval', 'actor_lr', 'critic_lr', 'alpha_lr', 'init_alpha',
     'batch_size', 'n_step', 'gamma', 'warmup_updates', 'checkpoint_warmup_updates',
-    'prior_share', 'prior_decay_updates', 'learning_starts', 'replay_capacity', 'guard_rows',
-    'guard_margin', 'anchor',
+    'prior_share', 'prior_decay_updates', 'prior_floor', 'learning_starts', 'replay_capacity',
+    'guard_rows', 'guard_margin', 'anchor',
 )  # fmt: skip
 """FinetuneConfig fields exposed as parameters of the same name."""
 
