@@ -568,3 +568,34 @@ def test_a_gate_phase_jitter_out_of_range_is_refused_at_start(link, tmp_path):
     )  # fmt: skip
     assert node.proc.wait(60) == 2, node.log()
     assert 'gate_phase_jitter: phase_jitter must lie in' in node.log()
+
+
+def test_co_training_walks_the_unperturbed_robot_on_the_robots_commands(link, run, tmp_path):
+    # sim_share 0.5: one MuJoCo tick per robot transition, on the policy the robot runs (the
+    # warm start, v0); its transitions fill the prior replay, half of every batch once there
+    # are learning_starts of them
+    node = run(
+        tmp_path / 'store', tmp_path / 'policies', None, NO_EXPORTS,
+        'sim_share:=0.5', 'sim_sensor_noise:=false',
+    )  # fmt: skip
+    link.send(range(0, 200))
+    assert link.spin_until(lambda: link.value('sim_rows') >= 150, 60.0), (link.diag, node.log())
+    assert link.value('transitions_learned') >= 150, link.diag
+    assert float(link.diag['prior_share']) == 0.5, link.diag
+    assert link.diag['sim_version'] == '0' and link.value('sim_falls') == 0, link.diag
+    assert link.value('updates') > 0 and not link.diag['learner_error'], link.diag
+    assert node.stopped_cleanly(), node.log()
+
+
+def test_co_training_settings_are_checked_at_start(link, tmp_path):
+    checkpoint = os.path.join(REPO, 'checkpoints', 'sac_anymal_paper', 'checkpoint.pt')
+    for params, reason in (
+        (('sim_share:=1.5',), 'sim_share 1.5: in [0, 1)'),
+        ((f'warm_start:={checkpoint}', 'sim_share:=0.5'), 'needs gate_reference'),
+    ):
+        node = Node(
+            link.env, tmp_path / 'node.log', tmp_path / 'store', tmp_path / 'policies', None,
+            *params,
+        )  # fmt: skip
+        assert node.proc.wait(60) == 2, node.log()
+        assert reason in node.log(), node.log()

@@ -26,7 +26,6 @@ import time
 import numpy as np
 
 from loco_policy import spec
-from loco_policy.tools import command_schedule
 from loco_train.experiments.finetune_demo import SCHEDULE, tracking_error
 
 ROWS_PER_MESSAGE = 10
@@ -140,77 +139,6 @@ def score(path, perturbation, seeds, phase_jitter=0.0):
     return tracking_error(summary), summary
 
 
-class Robot:
-    """The perturbed MuJoCo robot under the deployment Controller, walking the schedule."""
-
-    def __init__(self, policy, perturbation, exploration, seed):
-        """Stand the robot up into WALK."""
-        from loco_policy.control.controller import Controller, ControllerConfig
-        from loco_policy.sim.backends import make_backend, Perturbation
-        from loco_train.experiments.evaluate import CommandDelay, EvalConfig
-
-        self.eval_config = EvalConfig(**perturbation)
-        c = self.eval_config
-        self.backend = make_backend(
-            'mujoco', Perturbation(c.payload, c.friction, c.gain_scale, c.latency)
-        )
-        self.delay = CommandDelay(c.latency) if c.latency > 0.0 else None
-        self.rng = np.random.default_rng(seed)
-        self.ctrl = Controller(
-            ControllerConfig(stand_duration=0.5, exploration_std=exploration), policy
-        )
-        self.ctrl.noise = np.random.default_rng(seed + 1000)
-        self.schedule = command_schedule.parse(SCHEDULE)
-        self.period = command_schedule.total(self.schedule)
-        self.t, self.falls = 0.0, 0
-        self.stand_up()
-
-    def _tick(self, command=None):
-        from loco_train.experiments.evaluate import _control_tick
-
-        tick = _control_tick(
-            self.ctrl, self.backend, self.rng, self.eval_config, self.t, command, self.delay
-        )
-        self.t += spec.CONTROL_DT
-        return tick
-
-    def stand_up(self):
-        """PASSIVE (or DAMP after a reset) -> STAND -> WALK on a freshly reset robot."""
-        from loco_policy.control.safety import Mode
-
-        self.backend.reset()
-        if self.ctrl.fsm.mode is Mode.DAMP:
-            self.ctrl.request('reset', self.t)
-        for request, seconds in (('start', 0.2), ('start', 1.0)):
-            for _ in range(int(round(seconds / spec.CONTROL_DT))):
-                row = self._tick().row
-                assert row is None or row.mode != 'WALK'
-            self.ctrl.request(request, self.t)
-        self.walk_start = self.t
-        if self.ctrl.fsm.mode is not Mode.WALK:
-            raise RuntimeError(f'the controller did not reach WALK: {self.ctrl.status(self.t)}')
-
-    def step(self):
-        """One WALK tick on the schedule: its transition row; a fall resets and stands up."""
-        from loco_policy.control.safety import Mode
-        from loco_train.experiments.evaluate import tilt
-
-        _, command = command_schedule.at(self.schedule, (self.t - self.walk_start) % self.period)
-        tick = self._tick(command)
-        state = self.backend.state()
-        fell = state.base_pos[2] < self.eval_config.fall_height
-        fell |= tilt(state.base_quat) > self.eval_config.fall_tilt
-        if fell and self.ctrl.fsm.mode is Mode.WALK:
-            self.ctrl.trip('fell (offline loop)', self.t)
-        row = tick.row
-        if self.ctrl.fsm.mode is not Mode.WALK:
-            self.falls += 1
-            tail = self._tick().row  # the DAMP row that ends the episode
-            self.stand_up()
-            return [r for r in (row, tail) if r is not None]
-        return [row] if row is not None else []
-
-
 def plot(rows, path, frozen, runs=None):
     """Tracking error against minutes of robot data; runs: {label: rows} drawn together."""
     import matplotlib
@@ -268,6 +196,7 @@ def main(argv=None):
     from loco_train.finetune.ingest import TransitionAssembler
     from loco_train.finetune.regression import RegressionGuard
     from loco_train.finetune.reward import weights_from_overrides
+    from loco_train.finetune.walker import Walker
 
     args = parse_args(argv)
     if args.compare:
@@ -317,11 +246,11 @@ def main(argv=None):
 
     frozen_path = running_path = export()  # version 1: the warm start itself
     running_version = tuner.version
-    robot = Robot(OnnxPolicy(frozen_path), perturbation, args.exploration, args.seed)
+    robot = Walker(OnnxPolicy(frozen_path), perturbation, args.exploration, args.seed, SCHEDULE)
     sim = sim_assembler = None  # the unperturbed robot of --sim-share, and its rows' assembler
     sim_pending = []
     if args.sim_share > 0.0:
-        sim = Robot(OnnxPolicy(frozen_path), noise, args.exploration, args.seed + 1)
+        sim = Walker(OnnxPolicy(frozen_path), noise, args.exploration, args.seed + 1, SCHEDULE)
         sim_assembler = TransitionAssembler(weights)
     gate = None
     if args.gate_seeds:

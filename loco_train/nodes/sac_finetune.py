@@ -11,6 +11,7 @@ The only node that imports both rclpy and torch: it may run on the robot PC (cpu
 from policy_node's core) or on any machine of the DDS network (device: cpu, cuda).
 """
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -82,6 +83,11 @@ class SacFinetune(Node):
         declare('gate_reference', '')  # the policy file compared against ('' = the warm start)
         declare('gate_sensor_noise', True)  # noise on the gate's velocities (false: as sim_robot)
         declare('gate_phase_jitter', 0.0, any_type())  # s: gate seeds' shift of command changes
+        # co-training: share of each batch from the unperturbed MuJoCo robot, which walks the
+        # robot's commands on the robot's running policy tick for tick in this process (0: off)
+        declare('sim_share', 0.0, any_type())
+        declare('sim_exploration', 0.1, any_type())  # its behaviour noise std (action units)
+        declare('sim_sensor_noise', True)  # noise on its measured velocities (false: exact)
         declare('diagnostics_period', 1.0, any_type())  # s
         declare('queue_depth', 500)  # /replay/transitions messages buffered (10 s at 50 Hz)
         declare('reorder_window', 20)  # rows a message may arrive out of order
@@ -98,6 +104,13 @@ class SacFinetune(Node):
         config = learner.FinetuneConfig(
             **{n: type(getattr(defaults, n))(value(n).value) for n in LEARNER_PARAMETERS}
         )
+        self.sim_share = float(value('sim_share').value)
+        if not 0.0 <= self.sim_share < 1.0:
+            raise ValueError(f'sim_share {self.sim_share}: in [0, 1)')
+        if self.sim_share > 0.0:  # the simulated robot's rows are the prior, at a fixed share
+            config = dataclasses.replace(
+                config, prior_share=self.sim_share, prior_floor=self.sim_share
+            )
         overrides = [o for o in value('reward_overrides').value if o]
         self.weights = reward.weights_from_overrides(overrides)
         self.policy_dir = os.path.abspath(value('policy_dir').value)
@@ -121,12 +134,13 @@ class SacFinetune(Node):
         self.gate_reference = value('gate_reference').value or (
             start if str(start).endswith('.onnx') else ''
         )
-        if self.gate_seeds > 0 and not self.gate_reference:
-            raise ValueError(
-                f'gate_seeds {self.gate_seeds} with a checkpoint warm start needs gate_reference: '
-                'the policy file the robot ran before fine-tuning'
-            )
-        if self.gate_seeds > 0 and not os.path.isfile(self.gate_reference):
+        for name, needs in (('gate_seeds', self.gate_seeds > 0), ('sim_share', self.sim_share)):
+            if needs and not self.gate_reference:
+                raise ValueError(
+                    f'{name} {value(name).value} with a checkpoint warm start needs '
+                    'gate_reference: the policy file the robot ran before fine-tuning'
+                )
+        if (self.gate_seeds > 0 or self.sim_share) and not os.path.isfile(self.gate_reference):
             raise ValueError(f'gate_reference {self.gate_reference}: no such file')
         if self.gate_seeds > 0:
             from loco_train.experiments.evaluate import EvalConfig
@@ -168,6 +182,13 @@ class SacFinetune(Node):
         self.assembler = TransitionAssembler(
             self.weights, window=int(value('reorder_window').value)
         )
+        self.walker = None  # co-training's unperturbed robot (sim_share), made by the learner
+        self._walker_args = (
+            float(value('sim_exploration').value),
+            bool(value('sim_sensor_noise').value),
+        )
+        self.sim_assembler = TransitionAssembler(self.weights)
+        self._sim_pending, self._sim_version, self.sim_rows = [], None, 0
         # the on-robot regression guard; its reference is the policy the robot runs first
         self.guard = None
         if config.guard_rows > 0:
@@ -292,6 +313,9 @@ class SacFinetune(Node):
             ),
             'last_guard': self.guard_note,
             'prior_share': round(self.tuner.prior_share(), 4),
+            'sim_rows': self.sim_rows,  # co-training's transitions of the unperturbed robot
+            'sim_falls': self.walker.falls if self.walker is not None else 0,
+            'sim_version': self._sim_version,
             'policy_version': self.tuner.version,
             'last_export': json.dumps(self.last_export),
             'store_healthy': store['healthy'],
@@ -349,6 +373,8 @@ class SacFinetune(Node):
             for transitions in inbox:
                 self.tuner.add(transitions)
                 self._guard(transitions)
+                if self.sim_share:
+                    self._co_train(transitions)
             with self._torch_lock:  # torch.onnx's tracer is not thread-safe beside autograd
                 with self._follow_lock:
                     follow, self._follow = self._follow, None
@@ -371,6 +397,40 @@ class SacFinetune(Node):
                 self._stop.wait(ran / self.max_rate)
             if not ran:
                 self._stop.wait(0.01)
+
+    def _co_train(self, transitions):
+        """Learner thread: one tick of the unperturbed robot per robot transition.
+
+        It walks the robot's commands on the robot's running policy; its transitions go to the
+        prior replay, sim_share of every batch.
+        """
+        from loco_policy.policy_file import OnnxPolicy
+        from loco_policy.transition import pack_rows
+        from loco_train.experiments.evaluate import NO_NOISE
+        from loco_train.finetune.regression import tracking_errors
+        from loco_train.finetune.walker import Walker
+
+        running = self._running if self._running is not None else self._last_passed
+        if self.walker is None or running != self._sim_version:
+            started = running == int(self.tuner.parent.get('version', 0))
+            path = self.gate_reference if started else self._version_path(running)
+            if os.path.isfile(path):
+                policy = OnnxPolicy(path)
+                if self.walker is None:
+                    exploration, noise = self._walker_args
+                    self.walker = Walker(policy, {} if noise else NO_NOISE, exploration, 0)
+                else:
+                    self.walker.ctrl.swap_policy(policy, running)
+                self._sim_version = running
+        if self.walker is None:
+            return
+        commands, _ = tracking_errors(transitions['obs'])  # (K, 3) m/s, rad/s
+        for command in commands:
+            self._sim_pending.extend(self.walker.step(command))
+        if len(self._sim_pending) >= 10:
+            self.sim_assembler.feed(*pack_rows(self._sim_pending), 0)
+            self._sim_pending = []
+            self.sim_rows += self.tuner.add_prior(self.sim_assembler.drain())
 
     def _maybe_export(self):
         """When a candidate is due and none is being written: snapshot, checkpoint, queue it."""
