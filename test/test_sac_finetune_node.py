@@ -518,6 +518,8 @@ def test_the_nominal_gate_holds_back_a_candidate_and_resets_the_actor(link, run,
     gate = ('gate_seeds:=1', 'gate_margin:=-1.0')
     node = run(tmp_path / 'store', policies, write_key(tmp_path), *gate)
     link.send(range(0, 3 * ONE_EXPORT))
+    assert link.spin_until(lambda: link.value('gated') >= 1, 60.0), (link.diag, node.log())
+    link.send(range(3 * ONE_EXPORT, 6 * ONE_EXPORT))  # updates for a candidate after the reset
     assert link.spin_until(lambda: link.value('gated') >= 2, 60.0), (link.diag, node.log())
     assert link.spin_until(lambda: link.value('actor_follows') >= 2, 10.0), link.diag
     assert link.diag['last_follow'] == 'actor reset to running version 0', link.diag
@@ -530,6 +532,15 @@ def test_the_nominal_gate_holds_back_a_candidate_and_resets_the_actor(link, run,
     assert export['announced'] is False and export['path'].endswith('.gated.onnx'), export
     assert os.path.isfile(export['path'])
     assert not link.updates  # nothing reached /policy/update
+    # after each reset the next candidate learned export_every updates: none is v0 again (one
+    # due while the gate ran would have been, and would pass any gate at margin 0)
+    start = OnnxPolicy(SHIPPED_POLICY, warmup=1)
+    obs = np.array([row(s).obs for s in range(20)])
+    gated = sorted(policies.glob('*.gated.onnx'))
+    assert len(gated) >= 2, gated
+    for path in gated:
+        candidate = OnnxPolicy(str(path), warmup=1)
+        assert max(np.abs(candidate.act(o) - start.act(o)).max() for o in obs) > 1e-6, path
     assert node.stopped_cleanly(), node.log()
 
 
@@ -543,6 +554,8 @@ def test_a_gate_that_cannot_open_holds_back_every_candidate(link, run, tmp_path)
         'gate_seeds:=1', f'gate_reference:={reference}',
     )  # fmt: skip
     link.send(range(0, 3 * ONE_EXPORT))
+    assert link.spin_until(lambda: link.value('gated') >= 1, 60.0), (link.diag, node.log())
+    link.send(range(3 * ONE_EXPORT, 6 * ONE_EXPORT))  # updates for a candidate after the reset
     assert link.spin_until(lambda: link.value('gated') >= 2, 60.0), (link.diag, node.log())
     gate = link.diag['last_gate']
     assert gate.startswith('version ') and ': gate closed: ' in gate, gate

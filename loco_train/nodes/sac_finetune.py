@@ -389,6 +389,10 @@ class SacFinetune(Node):
                     self.get_logger().info(self.follow_note)
                     if which == 'best' and followed:  # the guard's restore goes out at once
                         self._exported_at = (float('-inf'), float('-inf'))
+                    elif followed:  # the next candidate learns export_every updates from here:
+                        # one due while a gate ran would be the running policy again, passing
+                        # any gate at margin 0 and taking a version without a change
+                        self._exported_at = (time.monotonic(), self.tuner.updates)
                 self._maybe_export()  # before updating: a reset actor goes out as it is
                 ran = self.tuner.update(limit=50)
                 if time.monotonic() - self._checkpointed > self.checkpoint_every_s:
