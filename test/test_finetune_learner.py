@@ -207,31 +207,39 @@ def test_a_sac_checkpoint_warm_start_brings_its_networks_temperature_and_prior(t
     assert (tuner.sample().reward > 2.0).sum() == 0
 
 
-def test_simulation_transitions_added_beside_the_robots_keep_their_floor_share():
-    # co-training: the unperturbed simulated robot's rows go to the prior replay, owe no
-    # update, are skipped while fewer than learning_starts, and keep prior_floor of each batch
+def test_co_training_transitions_keep_their_share_beside_a_decaying_prior(tmp_path):
+    # the unperturbed simulated robot's rows go to a replay of their own (beside replay.pt's,
+    # laid out for 4 environments), owe no update, wait for learning_starts, and keep sim_share
+    # of every batch while the prior decays
+    sac_run_checkpoint(tmp_path)
     cfg = FinetuneConfig(
-        batch_size=64, learning_starts=32, prior_share=0.5, prior_floor=0.25,
-        prior_decay_updates=100, warmup_updates=0,
+        batch_size=64, learning_starts=32, prior_share=0.5, prior_decay_updates=100,
+        checkpoint_warmup_updates=0, sim_share=0.25,
     )  # fmt: skip
-    tuner = FineTuner.from_onnx(SHIPPED, cfg)
+    tuner = FineTuner.from_checkpoint(
+        str(tmp_path / 'ck.pt'), cfg, prior_replay=str(tmp_path / 'replay.pt')
+    )
     tuner.add(fake_transitions(64))
     owed = tuner.owed()
     sim = fake_transitions(40, seed=3)
-    sim['reward'][:] = 1.0  # told apart from the robot's rewards (std 0.01) in a batch
+    sim['reward'][:] = -1.0  # told apart from the robot's (std 0.01) and the prior's (+1)
     sim['obs'][5, 0] = np.nan  # dropped, and the row before it ends its segment
-    assert tuner.prior_share() == 0.0  # no prior yet
-    assert tuner.add_prior({k: v[:20] for k, v in sim.items()}) == 19
-    assert tuner.prior_share() == 0.0  # 19 rows: below learning_starts
-    assert tuner.add_prior({k: v[20:] for k, v in sim.items()}) == 20
-    assert tuner.owed() == owed and tuner.robot_transitions == 64
-    assert tuner.prior_share() == 0.5
-    assert (tuner.sample().reward > 0.5).sum() == 32
-    tuner.updates = 60  # the decay: 0.5 x 0.4 = 0.2, under the floor
-    assert tuner.prior_share() == 0.25
-    tuner.updates = 1000
-    assert tuner.prior_share() == 0.25
-    assert (tuner.sample().reward > 0.5).sum() == 16
+    assert tuner.sim_share() == 0.0  # no co-training rows yet
+    assert tuner.add_sim({k: v[:20] for k, v in sim.items()}) == 19
+    assert tuner.sim_share() == 0.0  # 19 rows: below learning_starts
+    assert tuner.add_sim({k: v[20:] for k, v in sim.items()}) == 20
+    assert tuner.owed() == owed and tuner.robot_transitions == 64 and len(tuner.sim) == 39
+    batch = tuner.sample()
+    assert len(batch) == 64 and (batch.reward < -0.5).sum() == 16
+    assert (batch.reward > 0.5).sum() == 32  # the prior's half (rewards 1: returns 1 to 2.97)
+    tuner.updates = 1000  # the prior has decayed; the co-training share stays
+    assert tuner.prior_share() == 0.0 and tuner.sim_share() == 0.25
+    batch = tuner.sample()
+    assert (batch.reward < -0.5).sum() == 16 and (batch.reward > 0.5).sum() == 0
+    with pytest.raises(ValueError, match='sim_share'):
+        FinetuneConfig(sim_share=1.0)
+    with pytest.raises(ValueError, match='prior_share'):
+        FinetuneConfig(prior_share=1.5)
 
 
 def test_a_file_that_is_no_checkpoint_is_refused(tmp_path):

@@ -584,18 +584,27 @@ def test_a_gate_phase_jitter_out_of_range_is_refused_at_start(link, tmp_path):
 
 
 def test_co_training_walks_the_unperturbed_robot_on_the_robots_commands(link, run, tmp_path):
-    # sim_share 0.5: one MuJoCo tick per robot transition, on the policy the robot runs (the
-    # warm start, v0); its transitions fill the prior replay, half of every batch once there
-    # are learning_starts of them
+    # sim_share 0.5: one MuJoCo tick per robot transition, on the policy that chose the rows;
+    # policy_node names the file it started with by its sha256, the warm start here (v0); the
+    # walker's transitions fill a replay of their own, half of every batch once there are
+    # learning_starts of them
     node = run(
         tmp_path / 'store', tmp_path / 'policies', None, NO_EXPORTS,
         'sim_share:=0.5', 'sim_sensor_noise:=false',
     )  # fmt: skip
-    link.send(range(0, 200))
+    with open(SHIPPED_POLICY, 'rb') as handle:
+        start_id = int(hashlib.sha256(handle.read()).hexdigest()[:8], 16)
+    rows = [row(s) for s in range(200)]
+    for r in rows:
+        r.policy_version = start_id
+    for i in range(0, len(rows), BATCH):
+        link.publish(*transition.pack_rows(rows[i : i + BATCH]))
+        link.executor.spin_once(timeout_sec=0.0)
     assert link.spin_until(lambda: link.value('sim_rows') >= 150, 60.0), (link.diag, node.log())
     assert link.value('transitions_learned') >= 150, link.diag
-    assert float(link.diag['prior_share']) == 0.5, link.diag
+    assert float(link.diag['sim_share']) == 0.5 and float(link.diag['prior_share']) == 0.0
     assert link.diag['sim_version'] == '0' and link.value('sim_falls') == 0, link.diag
+    assert link.diag['sim_error'] == '' and link.diag['sim_note'] == '', link.diag
     assert link.value('updates') > 0 and not link.diag['learner_error'], link.diag
     assert node.stopped_cleanly(), node.log()
 

@@ -87,8 +87,8 @@ def parse_args(argv=None):
     p.add_argument(
         '--sim-share', type=float, default=0.0,
         help='co-training: the unperturbed MuJoCo robot walks the running policy beside the '
-        'robot, tick for tick, and this share of every batch comes from its transitions '
-        '(FinetuneConfig prior_share and prior_floor; 0: off)',
+        'robot, tick for tick, on the same repeating schedule on its own clock, and this share '
+        'of every batch comes from its transitions (FinetuneConfig sim_share; 0: off)',
     )  # fmt: skip
     p.add_argument(
         '--no-follow-robot',
@@ -127,7 +127,10 @@ def finetune_config(items):
         elif isinstance(default, (int, float)) and not isinstance(default, bool):
             value = type(default)(float(value))  # yaml reads 3e-5 as a string
         values[name] = value
-    return dataclasses.replace(defaults, **values)
+    try:
+        return dataclasses.replace(defaults, **values)
+    except ValueError as error:
+        raise SystemExit(f'finetune_offline: --set: {error}') from None
 
 
 def score(path, perturbation, seeds, phase_jitter=0.0):
@@ -205,12 +208,10 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
     config = finetune_config(args.set)
-    if not 0.0 <= args.sim_share < 1.0:
-        raise SystemExit(f'finetune_offline: --sim-share {args.sim_share}: in [0, 1)')
-    if args.sim_share > 0.0:
-        config = dataclasses.replace(
-            config, prior_share=args.sim_share, prior_floor=args.sim_share
-        )
+    try:
+        config = dataclasses.replace(config, sim_share=args.sim_share or config.sim_share)
+    except ValueError as error:
+        raise SystemExit(f'finetune_offline: --sim-share: {error}') from None
     if str(args.warm_start).endswith('.onnx'):
         tuner = learner.FineTuner.from_onnx(args.warm_start, config)
     else:
@@ -249,7 +250,7 @@ def main(argv=None):
     robot = Walker(OnnxPolicy(frozen_path), perturbation, args.exploration, args.seed, SCHEDULE)
     sim = sim_assembler = None  # the unperturbed robot of --sim-share, and its rows' assembler
     sim_pending = []
-    if args.sim_share > 0.0:
+    if config.sim_share > 0.0:
         sim = Walker(OnnxPolicy(frozen_path), noise, args.exploration, args.seed + 1, SCHEDULE)
         sim_assembler = TransitionAssembler(weights)
     gate = None
@@ -286,7 +287,7 @@ def main(argv=None):
             if len(sim_pending) >= ROWS_PER_MESSAGE:
                 sim_assembler.feed(*pack_rows(sim_pending), 0)
                 sim_pending = []
-                tuner.add_prior(sim_assembler.drain())
+                tuner.add_sim(sim_assembler.drain())
         if len(pending) >= ROWS_PER_MESSAGE:
             dims, data = pack_rows(pending)
             pending = []
@@ -354,7 +355,7 @@ def main(argv=None):
                     'falls': summary['falls'],
                     'robot_falls': robot.falls,
                     'sim_falls': sim.falls if sim is not None else None,
-                    'prior_share': round(tuner.prior_share(), 4),
+                    'sim_share': round(tuner.sim_share(), 4),
                     'anchor_distance': round(tuner.anchor_distance(), 6),
                     'metrics': metrics,
                 }

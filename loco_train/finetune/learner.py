@@ -92,11 +92,11 @@ class FinetuneConfig:
     prior_share: float = 0.5
     """Share of each batch drawn from the prior (simulation) replay at the start."""
     prior_decay_updates: int = 15000
-    """Updates over which the prior share falls linearly to prior_floor."""
-    prior_floor: float = 0.0
-    """Share of each batch from the prior replay that stays after the decay (0: none). With
-    transitions of the unperturbed simulated robot arriving through add_prior while the robot
-    walks, a floor keeps fine-tuning learning both robots (co-training), not the robot alone."""
+    """Updates over which the prior share falls linearly to 0."""
+    sim_share: float = 0.0
+    """Co-training: share of each batch from the transitions of an unperturbed simulated robot
+    that walks beside the robot (add_sim), for the whole run, once learning_starts of them are
+    in (0: off). Fine-tuning then learns both robots, not the robot alone."""
     learning_starts: int = 256
     """Robot transitions stored before the first update."""
     replay_capacity: int = 100_000
@@ -116,6 +116,13 @@ class FinetuneConfig:
     every actor step each actor weight moves this share of its distance back to the warm
     start's, phi <- phi - anchor (phi - phi_0). A drift of Adam's about lr per step then levels
     off near lr / anchor per weight; 0 off."""
+
+    def __post_init__(self):
+        """Refuse batch shares that leave no sense (ValueError)."""
+        if not 0.0 <= self.prior_share <= 1.0:
+            raise ValueError(f'prior_share {self.prior_share}: in [0, 1]')
+        if not 0.0 <= self.sim_share < 1.0:
+            raise ValueError(f'sim_share {self.sim_share}: in [0, 1)')
 
 
 def contract_command_ranges(path):
@@ -138,6 +145,7 @@ class FineTuner:
         self.sac, self.cfg = sac, config
         self.parent = dict(parent or {})
         self.prior = prior if prior is not None and len(prior) > 0 else None
+        self.sim = None  # the co-training robot's replay (add_sim)
         self.robot = ReplayBuffer(
             config.replay_capacity,
             1,
@@ -292,39 +300,49 @@ class FineTuner:
             self.credit += self.cfg.utd_ratio * fresh
         return kept
 
-    def add_prior(self, transitions):
-        """Store simulation transitions (ingest.drain()'s dict) as prior data; no update owed.
+    def add_sim(self, transitions):
+        """Store the co-training robot's transitions (ingest.drain()'s dict); no update owed.
 
-        The prior replay is made on first use (replay_capacity rows) when no replay.pt gave one.
+        They go to a replay of their own (replay_capacity rows, made on first use), apart from
+        a replay.pt prior, and are not checkpointed: they are made again in seconds.
         """
-        if self.prior is None:
-            self.prior = ReplayBuffer(
+        if self.sim is None:
+            self.sim = ReplayBuffer(
                 self.cfg.replay_capacity, 1, self.sac.actor_kwargs['obs_dim'],
                 self.sac.actor.action_dim, device=self.sac.device,
             )  # fmt: skip
-        return self._store(self.prior, transitions)
+        return self._store(self.sim, transitions)
+
+    def sim_share(self):
+        """Share of the batch from the co-training replay now (0 until learning_starts rows)."""
+        if self.sim is None or len(self.sim) < max(1, self.cfg.learning_starts):
+            return 0.0
+        return self.cfg.sim_share
 
     def owed(self):
         """Whole updates owed by the data received (the update-to-data ratio)."""
         return math.floor(self.credit)
 
     def prior_share(self):
-        """Share of the batch from the prior replay now: linear decay to prior_floor."""
-        if self.prior is None or len(self.prior) < max(1, self.cfg.learning_starts):
+        """Share of the batch from the prior replay now: linear decay to 0."""
+        if self.prior is None or self.cfg.prior_decay_updates <= 0:
             return 0.0
-        decay = self.cfg.prior_decay_updates
-        left = max(0.0, 1.0 - self.updates / decay) if decay > 0 else 0.0
-        return max(self.cfg.prior_floor, self.cfg.prior_share * left)
+        left = max(0.0, 1.0 - self.updates / self.cfg.prior_decay_updates)
+        return self.cfg.prior_share * left
 
     def sample(self):
-        """One Batch: robot transitions, plus the prior's share from the simulation replay."""
+        """One Batch: robot transitions, the prior's share, the co-training robot's share."""
         B, cfg = self.cfg.batch_size, self.cfg
-        n_prior = int(round(B * self.prior_share()))
+        n_sim = int(round(B * self.sim_share()))
+        n_prior = min(int(round(B * self.prior_share())), B - n_sim)
         parts = []
-        if B - n_prior > 0:
-            parts.append(self.robot.sample(B - n_prior, cfg.n_step, cfg.gamma, self.generator))
+        if B - n_prior - n_sim > 0:
+            n_robot = B - n_prior - n_sim
+            parts.append(self.robot.sample(n_robot, cfg.n_step, cfg.gamma, self.generator))
         if n_prior > 0:
             parts.append(self.prior.sample(n_prior, cfg.n_step, cfg.gamma, self.generator))
+        if n_sim > 0:
+            parts.append(self.sim.sample(n_sim, cfg.n_step, cfg.gamma, self.generator))
         if len(parts) == 1:
             return parts[0]
         return Batch(

@@ -11,7 +11,6 @@ The only node that imports both rclpy and torch: it may run on the robot PC (cpu
 from policy_node's core) or on any machine of the DDS network (device: cpu, cuda).
 """
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -38,7 +37,7 @@ SHIPPED_POLICY = os.path.join(
 LEARNER_PARAMETERS = (
     'utd_ratio', 'actor_update_interval', 'actor_lr', 'critic_lr', 'alpha_lr', 'init_alpha',
     'batch_size', 'n_step', 'gamma', 'warmup_updates', 'checkpoint_warmup_updates',
-    'prior_share', 'prior_decay_updates', 'prior_floor', 'learning_starts', 'replay_capacity',
+    'prior_share', 'prior_decay_updates', 'sim_share', 'learning_starts', 'replay_capacity',
     'guard_rows', 'guard_margin', 'anchor',
 )  # fmt: skip
 """FinetuneConfig fields exposed as parameters of the same name."""
@@ -83,9 +82,8 @@ class SacFinetune(Node):
         declare('gate_reference', '')  # the policy file compared against ('' = the warm start)
         declare('gate_sensor_noise', True)  # noise on the gate's velocities (false: as sim_robot)
         declare('gate_phase_jitter', 0.0, any_type())  # s: gate seeds' shift of command changes
-        # co-training: share of each batch from the unperturbed MuJoCo robot, which walks the
-        # robot's commands on the robot's running policy tick for tick in this process (0: off)
-        declare('sim_share', 0.0, any_type())
+        # co-training (sim_share above: its share of each batch): an unperturbed MuJoCo robot
+        # in this process walks the robot's commands on the robot's policy, tick for tick
         declare('sim_exploration', 0.1, any_type())  # its behaviour noise std (action units)
         declare('sim_sensor_noise', True)  # noise on its measured velocities (false: exact)
         declare('diagnostics_period', 1.0, any_type())  # s
@@ -104,13 +102,9 @@ class SacFinetune(Node):
         config = learner.FinetuneConfig(
             **{n: type(getattr(defaults, n))(value(n).value) for n in LEARNER_PARAMETERS}
         )
-        self.sim_share = float(value('sim_share').value)
-        if not 0.0 <= self.sim_share < 1.0:
-            raise ValueError(f'sim_share {self.sim_share}: in [0, 1)')
-        if self.sim_share > 0.0:  # the simulated robot's rows are the prior, at a fixed share
-            config = dataclasses.replace(
-                config, prior_share=self.sim_share, prior_floor=self.sim_share
-            )
+        self.sim_share = config.sim_share
+        if not 0.0 <= float(value('sim_exploration').value) <= 0.3:
+            raise ValueError(f'sim_exploration {value("sim_exploration").value}: in [0, 0.3]')
         overrides = [o for o in value('reward_overrides').value if o]
         self.weights = reward.weights_from_overrides(overrides)
         self.policy_dir = os.path.abspath(value('policy_dir').value)
@@ -172,7 +166,8 @@ class SacFinetune(Node):
         # policy_node names a file it was started with by its sha256's first 8 hex digits
         self._start_ids = {}
         # with a checkpoint warm start the robot starts on gate_reference, its exported policy
-        started = (start, self.gate_reference) if self.gate_seeds > 0 else (start,)
+        uses_reference = self.gate_seeds > 0 or self.sim_share > 0
+        started = (start, self.gate_reference) if uses_reference else (start,)
         for path in {p for p in started if str(p).endswith('.onnx')}:
             with open(path, 'rb') as handle:
                 digest = hashlib.sha256(handle.read()).hexdigest()
@@ -189,6 +184,7 @@ class SacFinetune(Node):
         )
         self.sim_assembler = TransitionAssembler(self.weights)
         self._sim_pending, self._sim_version, self.sim_rows = [], None, 0
+        self.sim_error, self.sim_note = '', ''  # why co-training stopped; a version not walked
         # the on-robot regression guard; its reference is the policy the robot runs first
         self.guard = None
         if config.guard_rows > 0:
@@ -316,6 +312,9 @@ class SacFinetune(Node):
             'sim_rows': self.sim_rows,  # co-training's transitions of the unperturbed robot
             'sim_falls': self.walker.falls if self.walker is not None else 0,
             'sim_version': self._sim_version,
+            'sim_share': self.tuner.sim_share(),
+            'sim_error': self.sim_error,  # why co-training stopped ('' while it runs)
+            'sim_note': self.sim_note,  # a version the walker could not load
             'policy_version': self.tuner.version,
             'last_export': json.dumps(self.last_export),
             'store_healthy': store['healthy'],
@@ -403,10 +402,20 @@ class SacFinetune(Node):
                 self._stop.wait(0.01)
 
     def _co_train(self, transitions):
-        """Learner thread: one tick of the unperturbed robot per robot transition.
+        """Learner thread: co-training, stopped with the reason on /diagnostics if it fails."""
+        try:
+            self._walk_sim(transitions)
+        except Exception as error:  # MuJoCo, onnxruntime, a policy file: learning goes on
+            self.sim_error = f'{type(error).__name__}: {error}'
+            self.tuner.cfg.sim_share = 0.0  # no batch from a replay that stopped growing
+            self.sim_share = 0.0
+            self.get_logger().error(f'co-training stopped: {self.sim_error}')
 
-        It walks the robot's commands on the robot's running policy; its transitions go to the
-        prior replay, sim_share of every batch.
+    def _walk_sim(self, transitions):
+        """One tick of the unperturbed robot per robot transition, on its command and policy.
+
+        The policy is the one that chose the batch's last row (its transition's version); the
+        walker's transitions go to the co-training replay, sim_share of every batch.
         """
         from loco_policy.policy_file import OnnxPolicy
         from loco_policy.transition import pack_rows
@@ -414,27 +423,38 @@ class SacFinetune(Node):
         from loco_train.finetune.regression import tracking_errors
         from loco_train.finetune.walker import Walker
 
-        running = self._running if self._running is not None else self._last_passed
-        if self.walker is None or running != self._sim_version:
-            started = running == int(self.tuner.parent.get('version', 0))
-            path = self.gate_reference if started else self._version_path(running)
+        if not len(transitions['seq']):
+            return
+        version = int(transitions['policy_version'][-1])
+        version = self._start_ids.get(version, version)  # the file it started with: v0
+        if self.walker is None or version != self._sim_version:
+            parent = self.tuner.parent
+            started = version == int(parent.get('version', 0))
+            onnx_start = str(parent.get('path', '')).endswith('.onnx')
+            path = self.gate_reference if started and not onnx_start else None
+            path = path or self._version_path(version)
             if os.path.isfile(path):
                 policy = OnnxPolicy(path)
                 if self.walker is None:
                     exploration, noise = self._walker_args
                     self.walker = Walker(policy, {} if noise else NO_NOISE, exploration, 0)
                 else:
-                    self.walker.ctrl.swap_policy(policy, running)
-                self._sim_version = running
+                    self.walker.ctrl.swap_policy(policy, version)
+                self._sim_version, self.sim_note = version, ''
+            elif not self.sim_note.startswith(f'version {version}:'):
+                self.sim_note = f'version {version}: no policy file {path}'
+                self.get_logger().warning(f'co-training: {self.sim_note}')
         if self.walker is None:
             return
         commands, _ = tracking_errors(transitions['obs'])  # (K, 3) m/s, rad/s
         for command in commands:
+            if self._stop.is_set():
+                return
             self._sim_pending.extend(self.walker.step(command))
         if len(self._sim_pending) >= 10:
             self.sim_assembler.feed(*pack_rows(self._sim_pending), 0)
             self._sim_pending = []
-            self.sim_rows += self.tuner.add_prior(self.sim_assembler.drain())
+            self.sim_rows += self.tuner.add_sim(self.sim_assembler.drain())
 
     def _maybe_export(self):
         """When a candidate is due and none is being written: snapshot, checkpoint, queue it."""
