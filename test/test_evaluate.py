@@ -139,3 +139,22 @@ def test_phase_jitter_shifts_the_command_changes_per_seed_and_is_bounded(
     assert summary['segments']['forward_1.0']['lin_err'] == pytest.approx(1.0, abs=0.05)
     assert cli.main(['eval', str(standing_policy), '--phase-jitter', '9']) == 2
     assert 'phase_jitter must lie in' in capsys.readouterr().err
+
+
+def test_first_seed_runs_later_seeds_and_falls_name_their_segment(standing_policy, capsys):
+    from loco_train.experiments.evaluate import EvalConfig, evaluate
+
+    both = evaluate(str(standing_policy), EvalConfig(seeds=2, phase_jitter=0.5))
+    second = evaluate(str(standing_policy), EvalConfig(seeds=1, first_seed=1, phase_jitter=0.5))
+    assert second['first_seed'] == 1 and second['fell_in'] == []
+    # seed 1 alone is the second episode of seeds 0-1: its noise stream and schedule shift
+    assert [line.split(':')[0] for line in capsys.readouterr().err.splitlines()[-3:]] == [
+        'seed 0', 'seed 1', 'seed 1'
+    ]  # fmt: skip
+    assert second['segments']['forward_1.0']['lin_err'] != both['segments']['forward_1.0'][
+        'lin_err'
+    ]  # fmt: skip
+    weak = evaluate(str(standing_policy), EvalConfig(seeds=1, gain_scale=0.05, first_seed=3))
+    assert weak['falls'] == 1 and weak['fell_in'] == ['stand']  # sinks at once on limp drives
+    with pytest.raises(ValueError, match='first_seed'):
+        EvalConfig(first_seed=-1)

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from loco_train.experiments import robustness_sweep
 from loco_train.policy.atomic_io import read_json_lines
 
@@ -24,12 +26,22 @@ def test_a_sweep_evaluates_each_cell_once_and_resumes_past_a_torn_line(tmp_path,
     assert robustness_sweep.main([*args, '--stiff-feet']) == 0  # other feet: evaluated anew
     rows = read_json_lines(tmp_path / 'cells.jsonl')
     assert len(rows) == 8 and sum(bool(r.get('stiff_feet')) for r in rows) == 4
+    assert robustness_sweep.main([*args, '--first-seed', '1']) == 0  # fresh seeds: anew
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = read_json_lines(tmp_path / 'cells.jsonl')
+    assert len(rows) == 12 and sum(r['first_seed'] == 1 for r in rows) == 4
+    assert summary['first_seed'] == 1 and summary['cells'] == 2  # only the fresh rows
+    assert all(len(r['fell_in']) == r['falls'] for r in rows if 'fell_in' in r)
+    assert robustness_sweep.main([*args, '--pool']) == 0  # seeds 0 and 1 of each cell together
+    pooled = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert pooled['pooled'] and pooled['cells'] == 2
+    assert all(p['episodes'] == 4 for p in pooled['policies'].values())  # 2 cells x 2 seeds
 
 
 def test_the_summary_lists_cells_where_the_first_policy_falls_and_another_walks():
     def row(policy, gain, falls):
         return {'policy': policy, 'payload': 0.0, 'gain_scale': gain, 'friction': 0.8,
-                'latency': 0.0, 'falls': falls, 'lin_err': 0.1}  # fmt: skip
+                'latency': 0.0, 'seeds': 2, 'falls': falls, 'lin_err': 0.1}  # fmt: skip
 
     rows = [row('a', 0.7, 2), row('b', 0.7, 0), row('a', 1.0, 0), row('b', 1.0, 0),
             row('a', 1.3, 1), row('b', 1.3, 1)]  # fmt: skip
@@ -37,3 +49,18 @@ def test_the_summary_lists_cells_where_the_first_policy_falls_and_another_walks(
     assert summary['policies']['a']['walks'] == 1 and summary['policies']['b']['walks'] == 2
     worse = summary['a_falls_where_another_walks']
     assert worse == [{'payload': 0.0, 'gain_scale': 0.7, 'friction': 0.8, 'latency': 0.0}]
+
+
+def test_pooling_adds_the_seed_sets_of_a_cell_and_a_fall_in_any_set_counts():
+    def row(first, falls, err):
+        return {'policy': 'a', 'payload': 0.0, 'gain_scale': 1.0, 'friction': 0.8,
+                'latency': 0.0, 'seeds': 2 if first == 0 else 4, 'first_seed': first,
+                'falls': falls, 'fell_in': ['stop'] * falls, 'lin_err': err, 'yaw_err': err}  # fmt: skip
+
+    (merged,) = robustness_sweep.pool([row(0, 0, 0.1), row(2, 1, 0.4)])
+    assert merged['seeds'] == 6 and merged['falls'] == 1 and merged['fell_in'] == ['stop']
+    assert merged['lin_err'] == pytest.approx((2 * 0.1 + 4 * 0.4) / 6)
+    summary = robustness_sweep.summarise([merged], ['a'])['policies']['a']
+    assert summary['walks'] == 0 and summary['episodes'] == 6 and summary['falls'] == 1
+    (again,) = robustness_sweep.pool([row(0, 0, 0.1), row(0, 2, 0.3)])  # a repeat replaces
+    assert again['seeds'] == 2 and again['falls'] == 2

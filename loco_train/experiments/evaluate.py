@@ -106,6 +106,9 @@ class EvalConfig:
     """Backend: 'mujoco' or 'warp'."""
     seeds: int = 10
     """Episodes, each with its own sensor-noise stream."""
+    first_seed: int = 0
+    """Seed of the first episode: the episodes run seeds first_seed ... first_seed + seeds - 1
+    (a later first_seed repeats an evaluation on fresh noise streams and schedule shifts)."""
     lin_vel_noise: float = 0.05
     """Std of the noise on the measured base linear velocity (m/s)."""
     ang_vel_noise: float = 0.05
@@ -139,7 +142,9 @@ class EvalConfig:
     between seeds (on the stack, timing does that); 0: every seed runs the same schedule."""
 
     def __post_init__(self):
-        """Refuse a phase_jitter the last segment cannot give up (ValueError)."""
+        """Refuse a negative first seed and a phase_jitter the last segment cannot give up."""
+        if self.first_seed < 0:
+            raise ValueError(f'first_seed must be >= 0, not {self.first_seed}')
         room = SCHEDULE[-1][1] - SETTLE_S
         if not 0.0 <= self.phase_jitter < room:
             raise ValueError(f'phase_jitter must lie in [0, {room}) s, not {self.phase_jitter}')
@@ -341,17 +346,21 @@ def evaluate(policy_path, config, plot_path=None, video=None):
     recorder = _open_video(video, policy_path, config) if video else None
     per_seed, falls, first, terms, video_summary, gaits = [], 0, None, [], None, []
     crawls, low_s, heights = 0, [], []  # episodes crawled, s below crawl_height, median heights
-    for seed in range(config.seeds):
+    fell_in = []  # the schedule segment of each fall
+    for seed in range(config.first_seed, config.first_seed + config.seeds):
         schedule = seed_schedule(seed, config.phase_jitter)
+        video_here = recorder is not None and first is None
         try:
             trace = run_episode(
-                policy, backend, config, seed, recorder if seed == 0 else None, schedule
+                policy, backend, config, seed, recorder if video_here else None, schedule
             )
         finally:
-            if recorder is not None and seed == 0:
+            if video_here:
                 video_summary = recorder.close()
         first = trace if first is None else first
         falls += int(trace['fell'])
+        if trace['fell']:
+            fell_in.append(schedule[int(trace['segment'][-1])][0] if len(trace['segment']) else '')
         low = float(np.sum(trace['height'] < config.crawl_height)) * spec.CONTROL_DT  # s
         crawls += int(not trace['fell'] and low > config.crawl_s)
         low_s.append(low)
@@ -373,11 +382,13 @@ def evaluate(policy_path, config, plot_path=None, video=None):
         }
     moving = [s for s in segments.values() if s['lin_err'] is not None]
     if plot_path:
-        plot(first, plot_path, f'{os.path.basename(policy_path)} in {config.sim} (seed 0)')
+        label = f'{os.path.basename(policy_path)} in {config.sim} (seed {config.first_seed})'
+        plot(first, plot_path, label)
     return {
         'policy': os.path.abspath(policy_path),
         'sim': config.sim,
         'seeds': config.seeds,
+        'first_seed': config.first_seed,
         'perturbation': {
             'payload': config.payload,
             'gain_scale': config.gain_scale,
@@ -389,6 +400,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
         'sensor_noise': [config.lin_vel_noise, config.ang_vel_noise, config.joint_vel_noise],
         'phase_jitter': config.phase_jitter,
         'falls': falls,
+        'fell_in': fell_in,  # the schedule segment of each fall, in seed order
         'crawls': crawls,  # episodes without a fall and over crawl_s below crawl_height
         'base_height': {  # m over the schedule; s below crawl_height, the most of one episode
             'median': float(np.median(heights)),
@@ -415,7 +427,9 @@ def evaluate(policy_path, config, plot_path=None, video=None):
 def _open_video(settings, policy_path, config):
     """A RolloutVideo of settings, captioned with the policy file, simulator and seed."""
     sim = {'mujoco': 'MuJoCo', 'warp': 'Warp'}[config.sim]  # both drawn by MuJoCo
-    caption = settings.caption or f'{os.path.basename(policy_path)} in {sim}, seed 0'
+    caption = settings.caption or (
+        f'{os.path.basename(policy_path)} in {sim}, seed {config.first_seed}'
+    )
     return RolloutVideo(replace(settings, caption=caption))
 
 
@@ -424,6 +438,9 @@ def add_arguments(parser):
     parser.add_argument('policy', help='ONNX policy file')
     parser.add_argument('--sim', default='mujoco', choices=('mujoco', 'warp'))
     parser.add_argument('--seeds', type=int, default=10)
+    parser.add_argument(
+        '--first-seed', type=int, default=0, help='seed of the first episode (default 0)'
+    )
     parser.add_argument('--payload', type=float, default=0.0, help='kg added to the base')
     parser.add_argument(
         '--gain-scale', type=float, default=1.0, help='multiplier on kp and kd (weaker drives < 1)'
@@ -447,8 +464,8 @@ def add_arguments(parser):
         '--sensor-noise', action=argparse.BooleanOptionalAction, default=True,
         help='noise on the measured velocities (--no-sensor-noise: exact, as sim_robot sends)',
     )  # fmt: skip
-    parser.add_argument('--plot', default='', help='PNG of command vs measured (seed 0)')
-    parser.add_argument('--video', default='', help='MP4 of the rollout (seed 0)')
+    parser.add_argument('--plot', default='', help='PNG of command vs measured (the first seed)')
+    parser.add_argument('--video', default='', help='MP4 of the rollout (the first seed)')
     parser.add_argument('--video-fps', type=float, default=25.0, help='video frames per s')
     parser.add_argument('--video-size', default='640x480', help='video WIDTHxHEIGHT (pixels)')
     parser.add_argument(
@@ -471,7 +488,8 @@ def run(args):
             return 2
     try:
         config = EvalConfig(
-            sim=args.sim, seeds=args.seeds, payload=args.payload, gain_scale=args.gain_scale,
+            sim=args.sim, seeds=args.seeds, first_seed=args.first_seed, payload=args.payload,
+            gain_scale=args.gain_scale,
             friction=args.friction, latency=args.latency, actuator=args.actuator,
             stiff_feet=args.stiff_feet, phase_jitter=args.phase_jitter,
             **({} if args.sensor_noise else NO_NOISE),

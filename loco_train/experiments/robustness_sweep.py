@@ -5,9 +5,11 @@ evaluates each policy (default: the shipped SHAC and PPO files) in every cell of
 `loco-train eval`'s episode (the deployment controller on the fixed 20 s command schedule, MuJoCo
 as the independent simulator), `--seeds` episodes per cell, cells spread over `--workers`
 processes. Each finished cell is appended to OUT/cells.jsonl at once, keyed by the policy file's
-sha256, the cell and the seed count, so a killed sweep resumes where it stopped (and a retrained
+sha256, the cell and the seeds, so a killed sweep resumes where it stopped (and a retrained
 file of the same name is evaluated afresh); a cell whose evaluation fails is reported and left
-for the next run. Writes OUT/robustness.png (one heat-map of the tracking error per policy,
+for the next run. `--first-seed` repeats a sweep on fresh seeds into the same file, and `--pool`
+summarises every seed set of a cell together: one lucky pair of episodes does not make a cell
+walked. Writes OUT/robustness.png (one heat-map of the tracking error per policy,
 friction and latency, payload against gain scale, the falls written in each cell) and prints one
 JSON line: per policy the cells it walks in (no fall), and the cells where the first policy falls
 while another walks.
@@ -46,11 +48,13 @@ def floats(text):
     return tuple(float(v) for v in text.split(','))
 
 
-def evaluate_cell(policy, sha256, cell, seeds, stiff_feet=False):
+def evaluate_cell(policy, sha256, cell, seeds, stiff_feet=False, first_seed=0):
     """Evaluate one policy in one cell (a dict of AXES); its falls and tracking errors."""
     from loco_train.experiments.evaluate import EvalConfig, evaluate
 
-    config = EvalConfig(sim='mujoco', seeds=seeds, stiff_feet=stiff_feet, **cell)
+    config = EvalConfig(
+        sim='mujoco', seeds=seeds, first_seed=first_seed, stiff_feet=stiff_feet, **cell
+    )
     with contextlib.redirect_stderr(open(os.devnull, 'w')):  # the per-seed lines
         result = evaluate(policy, config)
     return {
@@ -58,7 +62,9 @@ def evaluate_cell(policy, sha256, cell, seeds, stiff_feet=False):
         'sha256': sha256,
         **cell,
         'seeds': seeds,
+        'first_seed': first_seed,
         'falls': result['falls'],
+        'fell_in': result['fell_in'],
         'lin_err': result['mean_lin_err'],
         'yaw_err': result['mean_yaw_err'],
         'stiff_feet': bool(stiff_feet),
@@ -71,12 +77,35 @@ def key(row):
 
 
 def resume_key(row):
-    """A cell row's identity for resuming: the file's sha256, coordinates, seed count, feet."""
-    return (row.get('sha256'), int(row['seeds']), bool(row.get('stiff_feet'))) + key(row)[1:]
+    """A cell row's identity for resuming: the file's sha256, coordinates, seeds, feet."""
+    seeds = (int(row['seeds']), int(row.get('first_seed', 0)))
+    return (row.get('sha256'), *seeds, bool(row.get('stiff_feet'))) + key(row)[1:]
+
+
+def pool(rows):
+    """One row per policy and cell from every seed set of it (rows of distinct first seeds):
+    seeds and falls summed, errors weighted by seeds, first_seed the lowest."""
+    sets = {}
+    for row in rows:
+        sets.setdefault(key(row), {})[int(row.get('first_seed', 0))] = row  # a repeat replaces
+    out = []
+    for by_first in sets.values():
+        parts = [by_first[f] for f in sorted(by_first)]
+        merged = dict(parts[0])
+        merged['seeds'] = sum(int(r['seeds']) for r in parts)
+        merged['falls'] = sum(int(r['falls']) for r in parts)
+        merged['fell_in'] = [s for r in parts for s in r.get('fell_in', [])]
+        for name in ('lin_err', 'yaw_err'):
+            known = [(r[name], int(r['seeds'])) for r in parts if r.get(name) is not None]
+            weight = sum(w for _, w in known)
+            merged[name] = sum(v * w for v, w in known) / weight if weight else None
+        out.append(merged)
+    return out
 
 
 def summarise(rows, names):
-    """Per policy: cells, cells walked (0 falls); cells where names[0] falls and another walks."""
+    """Per policy: cells, cells walked (0 falls), episodes and falls; cells where names[0]
+    falls and another walks."""
     by_key = {key(r): r for r in rows}
     cells = sorted({k[1:] for k in by_key})
     out = {'cells': len(cells), 'policies': {}}
@@ -87,6 +116,8 @@ def summarise(rows, names):
         out['policies'][name] = {
             'evaluated': len(mine),
             'walks': len(walked),
+            'episodes': sum(int(r['seeds']) for r in mine),
+            'falls': sum(int(r['falls']) for r in mine),
             'mean_lin_err_where_walking': float(np.mean(errors)) if errors else None,
         }
     first, others = names[0], names[1:]
@@ -159,12 +190,21 @@ def main(argv=None):
     parser.add_argument('--latency', type=floats, default=(0.0, 0.01, 0.02), help='s')
     parser.add_argument('--seeds', type=int, default=2, help='episodes per cell')
     parser.add_argument(
+        '--first-seed', type=int, default=0,
+        help='seed of the first episode of a cell (a repeat on fresh seeds: e.g. 2 after 0-1)',
+    )  # fmt: skip
+    parser.add_argument(
         '--stiff-feet', action='store_true',
         help="MuJoCo feet that sink ~1 mm instead of the description's ~17 mm (loco-train eval's)",
     )  # fmt: skip
     parser.add_argument('--workers', type=int, default=2)
     parser.add_argument('--out', required=True)
     parser.add_argument('--plot-only', action='store_true', help='redraw from OUT/cells.jsonl')
+    parser.add_argument(
+        '--pool', action='store_true',
+        help='summarise and draw every seed set in OUT/cells.jsonl together (a cell walked: no '
+        'fall in any of its episodes), not only --seeds from --first-seed',
+    )  # fmt: skip
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     cells_path = os.path.join(args.out, 'cells.jsonl')
@@ -182,17 +222,23 @@ def main(argv=None):
         for values in itertools.product(*(grid[a] for a in AXES)):
             cell = dict(zip(AXES, values))
             row = {'policy': os.path.basename(policy), 'sha256': digests[policy],
-                   'seeds': args.seeds, 'stiff_feet': args.stiff_feet, **cell}  # fmt: skip
+                   'seeds': args.seeds, 'first_seed': args.first_seed,
+                   'stiff_feet': args.stiff_feet, **cell}  # fmt: skip
             if resume_key(row) not in done:
                 todo.append((policy, cell))
-    rows = [r for r in rows if int(r['seeds']) == args.seeds]
+    rows = [
+        r for r in rows
+        if int(r['seeds']) == args.seeds and int(r.get('first_seed', 0)) == args.first_seed
+    ]  # fmt: skip
     if todo and not args.plot_only:
         start, failed = time.monotonic(), 0
         print(f'{len(todo)} cells to evaluate ({len(done)} already in {cells_path})',
               file=sys.stderr)  # fmt: skip
-        with ProcessPoolExecutor(args.workers) as pool:
+        with ProcessPoolExecutor(args.workers) as executor:
             futures = {
-                pool.submit(evaluate_cell, p, digests[p], c, args.seeds, args.stiff_feet): (p, c)
+                executor.submit(
+                    evaluate_cell, p, digests[p], c, args.seeds, args.stiff_feet, args.first_seed
+                ): (p, c)
                 for p, c in todo
             }
             for n, future in enumerate(as_completed(futures), 1):
@@ -212,9 +258,16 @@ def main(argv=None):
                       f'{elapsed / n * (len(todo) - n):.0f} s', file=sys.stderr)  # fmt: skip
         if failed:
             print(f'{failed} cells failed; run again to retry them', file=sys.stderr)
+    seeds = {'seeds': args.seeds, 'first_seed': args.first_seed}
+    if args.pool:  # every seed set of these files with these feet
+        rows = pool([
+            r for r in read_json_lines(cells_path)
+            if r.get('sha256') in digests.values() and bool(r.get('stiff_feet')) == args.stiff_feet
+        ])  # fmt: skip
+        seeds = {'pooled': True}
     figure = os.path.join(args.out, 'robustness.png')
     plot(rows, names, grid, figure, ', stiff feet' if args.stiff_feet else '')
-    summary = summarise(rows, names) | {'grid': grid, 'seeds': args.seeds, 'plot': figure}
+    summary = summarise(rows, names) | {'grid': grid, **seeds, 'plot': figure}
     print(json.dumps(summary))
     return 0
 
