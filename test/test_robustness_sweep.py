@@ -53,9 +53,10 @@ def test_the_summary_lists_cells_where_the_first_policy_falls_and_another_walks(
 
 def test_pooling_adds_the_seed_sets_of_a_cell_and_a_fall_in_any_set_counts():
     def row(first, falls, err):
-        return {'policy': 'a', 'payload': 0.0, 'gain_scale': 1.0, 'friction': 0.8,
-                'latency': 0.0, 'seeds': 2 if first == 0 else 4, 'first_seed': first,
-                'falls': falls, 'fell_in': ['stop'] * falls, 'lin_err': err, 'yaw_err': err}  # fmt: skip
+        cell = {'policy': 'a', 'payload': 0.0, 'gain_scale': 1.0, 'friction': 0.8, 'latency': 0.0}
+        seeds = {'seeds': 2 if first == 0 else 4, 'first_seed': first}
+        return cell | seeds | {'falls': falls, 'fell_in': ['stop'] * falls, 'lin_err': err,
+                               'yaw_err': err}  # fmt: skip
 
     (merged,) = robustness_sweep.pool([row(0, 0, 0.1), row(2, 1, 0.4)])
     assert merged['seeds'] == 6 and merged['falls'] == 1 and merged['fell_in'] == ['stop']

@@ -83,8 +83,10 @@ def resume_key(row):
 
 
 def pool(rows):
-    """One row per policy and cell from every seed set of it (rows of distinct first seeds):
-    seeds and falls summed, errors weighted by seeds, first_seed the lowest."""
+    """One row per policy and cell from all its seed sets (rows of distinct first seeds).
+
+    Seeds and falls are summed, errors weighted by seeds, first_seed is the lowest.
+    """
     sets = {}
     for row in rows:
         sets.setdefault(key(row), {})[int(row.get('first_seed', 0))] = row  # a repeat replaces
@@ -104,8 +106,10 @@ def pool(rows):
 
 
 def summarise(rows, names):
-    """Per policy: cells, cells walked (0 falls), episodes and falls; cells where names[0]
-    falls and another walks."""
+    """Per policy: cells, cells walked (0 falls), episodes and falls.
+
+    Also the cells where names[0] falls and another policy walks.
+    """
     by_key = {key(r): r for r in rows}
     cells = sorted({k[1:] for k in by_key})
     out = {'cells': len(cells), 'policies': {}}
