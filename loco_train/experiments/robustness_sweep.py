@@ -179,7 +179,11 @@ def plot(rows, names, grid, path, feet=''):
         if i == n_rows - 1:
             ax.set_xlabel('drive gain scale', fontsize=8)
     fig.colorbar(image, ax=axes, shrink=0.6, label='mean |velocity error| (m/s); F<n>: falls')
-    fig.suptitle(f'MuJoCo robustness sweep (deployment controller, evaluation schedule{feet})')
+    counts = sorted({int(r['seeds']) for r in rows if 'seeds' in r})
+    episodes = f', {"/".join(map(str, counts))} episodes per cell' if counts else ''
+    fig.suptitle(
+        f'MuJoCo robustness sweep (deployment controller, evaluation schedule{feet}{episodes})'
+    )
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
