@@ -53,6 +53,7 @@ def test_overrides_fix_a_forward_walking_task():
         'vx=0:1:2',
         'vz=1',
         'zero_share=2',
+        'axis_share=-0.1',
         'resample_s=0',
         'vx=2',
         'vx=0:1.5',
@@ -71,3 +72,21 @@ def test_a_fixed_command_slower_than_min_speed_is_refused_not_zeroed():
     sampler = CommandSampler(10, CommandConfig(ranges=ranges, zero_share=0.0, min_speed=0.0))
     assert torch.all(sampler.command[:, 0] == 0.05)
     parse_overrides(['vx=0', 'vy=0'])  # standing still on purpose is fine
+
+
+def test_an_axis_share_commands_one_axis_only_and_leaves_the_default_draws_alone():
+    def draw(**kwargs):
+        gen = torch.Generator().manual_seed(3)
+        return CommandSampler(4000, CommandConfig(**kwargs), generator=gen).command
+
+    default, off = draw(), draw(axis_share=0.0)
+    assert torch.equal(default, off)  # a run without it draws exactly as before
+    single = draw(axis_share=1.0, zero_share=0.0)
+    moving = torch.count_nonzero(single, dim=1)
+    assert torch.all(moving <= 1)  # straight, sideways or turning on the spot
+    shares = [(single[:, i] != 0).float().mean().item() for i in range(3)]
+    assert all(0.28 < share < 0.36 for share in shares)  # each axis a third (less min_speed)
+    half = draw(axis_share=0.5, zero_share=0.0)
+    one_axis = (torch.count_nonzero(half, dim=1) == 1).float().mean().item()
+    assert 0.45 < one_axis < 0.55  # the uniform draws almost never have a single axis
+    assert parse_overrides(['axis_share=0.3'])['axis_share'] == 0.3

@@ -16,6 +16,10 @@ class CommandConfig:
     """{'vx': (low, high) m/s, 'vy': (low, high) m/s, 'wz': (low, high) rad/s}."""
     zero_share: float = 0.1
     """Share of environments commanded to stand still (all three commands 0)."""
+    axis_share: float = 0.0
+    """Share of environments commanded along one axis only (vx, vy or wz, the other two 0), as
+    an operator's single stick: walking straight, sideways and turning on the spot, which
+    independent uniform draws almost never give."""
     resample_s: float = 5.0
     """Seconds between resamples of an environment's command."""
     min_speed: float = 0.1
@@ -54,12 +58,18 @@ class CommandSampler:
         rows = torch.as_tensor(env_ids).cpu() + self.offset
         u = torch.rand(self.population, 3, generator=self.generator)[rows].to(self.device)
         command = self.low + (self.high - self.low) * u
-        planar = torch.linalg.norm(command[:, :2], dim=1, keepdim=True)
-        command[:, :2] *= (planar >= self.config.min_speed).to(command.dtype)
         still = (
             torch.rand(self.population, generator=self.generator)[rows] < self.config.zero_share
         )
         still = still.to(self.device)
+        if self.config.axis_share > 0.0:  # drawn only when asked for: default runs keep streams
+            single = torch.rand(self.population, generator=self.generator)[rows]
+            axis = torch.randint(3, (self.population,), generator=self.generator)[rows]
+            keep = torch.nn.functional.one_hot(axis, 3).to(command)  # (n, 3) the kept axis
+            single = (single < self.config.axis_share).to(self.device)
+            command = torch.where(single[:, None], command * keep.to(self.device), command)
+        planar = torch.linalg.norm(command[:, :2], dim=1, keepdim=True)
+        command[:, :2] *= (planar >= self.config.min_speed).to(command.dtype)
         command[still] = 0.0
         self.command[env_ids] = command
         self.timer[env_ids] = 0.0
@@ -80,7 +90,8 @@ def add_command_argument(parser):
         default=[],
         metavar='NAME=VALUE',
         help='override the anymal env commands (repeatable): vx, vy, wz as LOW:HIGH or one value, '
-        'zero_share, resample_s, min_speed; e.g. --command vx=1 --command vy=0 --command wz=0',
+        'zero_share, axis_share, resample_s, min_speed; e.g. --command vx=1 --command vy=0 '
+        '--command wz=0',
     )
 
 
@@ -109,15 +120,18 @@ def parse_overrides(items):
                     f'[{s_low}, {s_high}]'
                 )
             ranges[name] = (numbers[0], numbers[-1])
-        elif name in ('zero_share', 'resample_s', 'min_speed') and len(numbers) == 1:
+        elif name in ('zero_share', 'axis_share', 'resample_s', 'min_speed') and len(numbers) == 1:
             out[name] = numbers[0]
         else:
             raise ValueError(
                 f'command override {item!r}: NAME is one of vx, vy, wz (LOW:HIGH), zero_share, '
-                'resample_s, min_speed'
+                'axis_share, resample_s, min_speed'
             )
-    if not 0.0 <= out.get('zero_share', 0.0) <= 1.0 or out.get('resample_s', 1.0) <= 0.0:
-        raise ValueError('command overrides: zero_share must be in [0, 1], resample_s positive')
+    shares_ok = all(0.0 <= out.get(name, 0.0) <= 1.0 for name in ('zero_share', 'axis_share'))
+    if not shares_ok or out.get('resample_s', 1.0) <= 0.0:
+        raise ValueError(
+            'command overrides: zero_share and axis_share must be in [0, 1], resample_s positive'
+        )
     min_speed = out.get('min_speed', CommandConfig.min_speed)
     if min_speed < 0.0:
         raise ValueError(f'command override min_speed={min_speed}: must be >= 0')
