@@ -79,8 +79,19 @@ def test_an_axis_share_commands_one_axis_only_and_leaves_the_default_draws_alone
         gen = torch.Generator().manual_seed(3)
         return CommandSampler(4000, CommandConfig(**kwargs), generator=gen).command
 
-    default, off = draw(), draw(axis_share=0.0)
-    assert torch.equal(default, off)  # a run without it draws exactly as before
+    # without it the sampler draws exactly what it drew before the option existed: a uniform
+    # (N, 3) and the standing draw (N,), nothing more
+    gen = torch.Generator().manual_seed(3)
+    sampler = CommandSampler(4000, CommandConfig(), generator=gen)
+    by_hand = torch.Generator().manual_seed(3)
+    low = torch.tensor([spec.COMMAND_RANGES[k][0] for k in ('vx', 'vy', 'wz')])
+    high = torch.tensor([spec.COMMAND_RANGES[k][1] for k in ('vx', 'vy', 'wz')])
+    expected = low + (high - low) * torch.rand(4000, 3, generator=by_hand)
+    planar = torch.linalg.norm(expected[:, :2], dim=1, keepdim=True)
+    expected[:, :2] *= (planar >= CommandConfig.min_speed).to(expected.dtype)
+    expected[torch.rand(4000, generator=by_hand) < CommandConfig.zero_share] = 0.0
+    assert torch.equal(sampler.command, expected)
+    assert torch.equal(gen.get_state(), by_hand.get_state())
     single = draw(axis_share=1.0, zero_share=0.0)
     moving = torch.count_nonzero(single, dim=1)
     assert torch.all(moving <= 1)  # straight, sideways or turning on the spot
@@ -90,3 +101,15 @@ def test_an_axis_share_commands_one_axis_only_and_leaves_the_default_draws_alone
     one_axis = (torch.count_nonzero(half, dim=1) == 1).float().mean().item()
     assert 0.45 < one_axis < 0.55  # the uniform draws almost never have a single axis
     assert parse_overrides(['axis_share=0.3'])['axis_share'] == 0.3
+
+
+def test_ranks_slicing_the_population_get_the_one_process_axis_commands():
+    config = CommandConfig(axis_share=0.5)
+    whole = CommandSampler(8, config, generator=torch.Generator().manual_seed(4)).command
+    parts = [
+        CommandSampler(
+            4, config, generator=torch.Generator().manual_seed(4), offset=offset, population=8
+        ).command
+        for offset in (0, 4)
+    ]
+    assert torch.equal(torch.cat(parts), whole)

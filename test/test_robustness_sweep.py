@@ -65,3 +65,13 @@ def test_pooling_adds_the_seed_sets_of_a_cell_and_a_fall_in_any_set_counts():
     assert summary['walks'] == 0 and summary['episodes'] == 6 and summary['falls'] == 1
     (again,) = robustness_sweep.pool([row(0, 0, 0.1), row(0, 2, 0.3)])  # a repeat replaces
     assert again['seeds'] == 2 and again['falls'] == 2
+    six = row(0, 3, 0.2) | {'seeds': 6}  # seeds 0-5 overlap the 4-seed set at 2-5
+    (wide,) = robustness_sweep.pool([row(0, 0, 0.1), row(2, 1, 0.4), six])
+    assert wide['seeds'] == 6 and wide['falls'] == 3  # no seed counted twice
+    old = {k: v for k, v in row(0, 1, 0.1).items() if k != 'fell_in'}  # rows before fell_in
+    assert robustness_sweep.pool([old, row(2, 1, 0.4)])[0]['fell_in'] is None
+
+
+def test_a_negative_first_seed_is_refused(tmp_path):
+    with pytest.raises(SystemExit):
+        robustness_sweep.main(['--first-seed', '-1', '--out', str(tmp_path)])

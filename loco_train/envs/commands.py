@@ -19,7 +19,7 @@ class CommandConfig:
     axis_share: float = 0.0
     """Share of environments commanded along one axis only (vx, vy or wz, the other two 0), as
     an operator's single stick: walking straight, sideways and turning on the spot, which
-    independent uniform draws almost never give."""
+    independent uniform draws almost never give (a single planar axis below min_speed stands)."""
     resample_s: float = 5.0
     """Seconds between resamples of an environment's command."""
     min_speed: float = 0.1

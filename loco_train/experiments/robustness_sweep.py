@@ -83,24 +83,34 @@ def resume_key(row):
 
 
 def pool(rows):
-    """One row per policy and cell from all its seed sets (rows of distinct first seeds).
+    """One row per policy and cell from all its seed sets (rows of seeds [first_seed, +seeds)).
 
-    Seeds and falls are summed, errors weighted by seeds, first_seed is the lowest.
+    A repeat of the same set replaces the earlier row; a set overlapping one already taken
+    (the larger sets first) is left out, so no seed counts twice. Seeds and falls are summed,
+    errors weighted by seeds; fell_in is None where a set did not record it.
     """
-    sets = {}
+    groups = {}
     for row in rows:
-        sets.setdefault(key(row), {})[int(row.get('first_seed', 0))] = row  # a repeat replaces
+        first, seeds = int(row.get('first_seed', 0)), int(row['seeds'])
+        groups.setdefault(key(row), {})[(first, seeds)] = row  # a repeat replaces
     out = []
-    for by_first in sets.values():
-        parts = [by_first[f] for f in sorted(by_first)]
+    for sets in groups.values():
+        taken, parts = set(), []
+        for first, seeds in sorted(sets, key=lambda fs: (-fs[1], fs[0])):
+            span = set(range(first, first + seeds))
+            if not span & taken:
+                taken |= span
+                parts.append(sets[(first, seeds)])
+        parts.sort(key=lambda r: int(r.get('first_seed', 0)))
         merged = dict(parts[0])
         merged['seeds'] = sum(int(r['seeds']) for r in parts)
         merged['falls'] = sum(int(r['falls']) for r in parts)
-        merged['fell_in'] = [s for r in parts for s in r.get('fell_in', [])]
+        known = all('fell_in' in r for r in parts)
+        merged['fell_in'] = [s for r in parts for s in r['fell_in']] if known else None
         for name in ('lin_err', 'yaw_err'):
-            known = [(r[name], int(r['seeds'])) for r in parts if r.get(name) is not None]
-            weight = sum(w for _, w in known)
-            merged[name] = sum(v * w for v, w in known) / weight if weight else None
+            values = [(r[name], int(r['seeds'])) for r in parts if r.get(name) is not None]
+            weight = sum(w for _, w in values)
+            merged[name] = sum(v * w for v, w in values) / weight if weight else None
         out.append(merged)
     return out
 
@@ -211,9 +221,12 @@ def main(argv=None):
     parser.add_argument(
         '--pool', action='store_true',
         help='summarise and draw every seed set in OUT/cells.jsonl together (a cell walked: no '
-        'fall in any of its episodes), not only --seeds from --first-seed',
+        'fall in any of its episodes), not only --seeds from --first-seed; cells missing for '
+        '--seeds and --first-seed are evaluated first unless --plot-only',
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.seeds < 1 or args.first_seed < 0:
+        parser.error('--seeds must be at least 1 and --first-seed at least 0')
     os.makedirs(args.out, exist_ok=True)
     cells_path = os.path.join(args.out, 'cells.jsonl')
     grid = {'payload': args.payload, 'gain_scale': args.gain_scale,
