@@ -583,6 +583,15 @@ def test_a_gate_phase_jitter_out_of_range_is_refused_at_start(link, tmp_path):
     assert 'gate_phase_jitter: phase_jitter must lie in' in node.log()
 
 
+def test_a_co_training_exploration_out_of_range_is_refused_at_start(link, tmp_path):
+    node = Node(
+        link.env, tmp_path / 'node.log', tmp_path / 'store', tmp_path / 'policies', None,
+        'sim_share:=0.5', 'sim_exploration:=0.5',
+    )  # fmt: skip
+    assert node.proc.wait(60) == 2, node.log()
+    assert 'sim_exploration: ' in node.log() and 'exploration_std=0.5' in node.log()
+
+
 def test_co_training_walks_the_unperturbed_robot_on_the_robots_commands(link, run, tmp_path):
     # sim_share 0.5: one MuJoCo tick per robot transition, on the policy that chose the rows;
     # policy_node names the file it started with by its sha256, the warm start here (v0); the

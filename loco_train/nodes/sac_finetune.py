@@ -102,9 +102,13 @@ class SacFinetune(Node):
         config = learner.FinetuneConfig(
             **{n: type(getattr(defaults, n))(value(n).value) for n in LEARNER_PARAMETERS}
         )
-        self.sim_share = config.sim_share
-        if not 0.0 <= float(value('sim_exploration').value) <= 0.3:
-            raise ValueError(f'sim_exploration {value("sim_exploration").value}: in [0, 0.3]')
+        if config.sim_share > 0.0:  # the walker's controller refuses it later, in the learner
+            from loco_policy.control.controller import ControllerConfig
+
+            try:
+                ControllerConfig(exploration_std=float(value('sim_exploration').value))
+            except ValueError as error:
+                raise ValueError(f'sim_exploration: {error}') from None
         overrides = [o for o in value('reward_overrides').value if o]
         self.weights = reward.weights_from_overrides(overrides)
         self.policy_dir = os.path.abspath(value('policy_dir').value)
@@ -128,13 +132,13 @@ class SacFinetune(Node):
         self.gate_reference = value('gate_reference').value or (
             start if str(start).endswith('.onnx') else ''
         )
-        for name, needs in (('gate_seeds', self.gate_seeds > 0), ('sim_share', self.sim_share)):
+        for name, needs in (('gate_seeds', self.gate_seeds > 0), ('sim_share', config.sim_share)):
             if needs and not self.gate_reference:
                 raise ValueError(
                     f'{name} {value(name).value} with a checkpoint warm start needs '
                     'gate_reference: the policy file the robot ran before fine-tuning'
                 )
-        if (self.gate_seeds > 0 or self.sim_share) and not os.path.isfile(self.gate_reference):
+        if (self.gate_seeds > 0 or config.sim_share) and not os.path.isfile(self.gate_reference):
             raise ValueError(f'gate_reference {self.gate_reference}: no such file')
         if self.gate_seeds > 0:
             from loco_train.experiments.evaluate import EvalConfig
@@ -166,7 +170,7 @@ class SacFinetune(Node):
         # policy_node names a file it was started with by its sha256's first 8 hex digits
         self._start_ids = {}
         # with a checkpoint warm start the robot starts on gate_reference, its exported policy
-        uses_reference = self.gate_seeds > 0 or self.sim_share > 0
+        uses_reference = self.gate_seeds > 0 or config.sim_share > 0
         started = (start, self.gate_reference) if uses_reference else (start,)
         for path in {p for p in started if str(p).endswith('.onnx')}:
             with open(path, 'rb') as handle:
@@ -372,7 +376,7 @@ class SacFinetune(Node):
             for transitions in inbox:
                 self.tuner.add(transitions)
                 self._guard(transitions)
-                if self.sim_share:
+                if self.tuner.cfg.sim_share:
                     self._co_train(transitions)
             with self._torch_lock:  # torch.onnx's tracer is not thread-safe beside autograd
                 with self._follow_lock:
@@ -408,7 +412,6 @@ class SacFinetune(Node):
         except Exception as error:  # MuJoCo, onnxruntime, a policy file: learning goes on
             self.sim_error = f'{type(error).__name__}: {error}'
             self.tuner.cfg.sim_share = 0.0  # no batch from a replay that stopped growing
-            self.sim_share = 0.0
             self.get_logger().error(f'co-training stopped: {self.sim_error}')
 
     def _walk_sim(self, transitions):
