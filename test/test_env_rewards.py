@@ -33,12 +33,13 @@ def inputs(n=3, **overrides):
 def test_every_term_is_logged_under_its_name_times_weight_and_dt():
     cfg = RewardConfig(
         feet_air_time=0.0, orientation=-5.0, foot_height=0.5, lin_vel_error=-1.0,
-        yaw_rate_error=-0.5, foot_clearance=-50.0, alive=2.0, base_height=-10.0,
+        yaw_rate_error=-0.5, foot_clearance=-50.0, alive=2.0, base_height=-10.0, stand_still=-1.0,
     )  # fmt: skip
     tilt = torch.tensor([[0.6, 0.0, -0.8]]).expand(3, 3)
     x = inputs(
         torque=torch.ones(3, 12), undesired_contact=torch.full((3,), 2.0), projected_gravity=tilt,
         foot_vel=torch.zeros(3, 4, 3), base_height=torch.full((3,), 0.45),
+        joint_pos_offset=torch.zeros(3, 12),
     )  # fmt: skip
     total, terms = compute_reward(x, cfg, dt=0.02)
     assert 'feet_air_time' not in terms  # weight 0: not computed
@@ -170,4 +171,17 @@ def test_base_height_penalises_a_crouch_below_the_target_only():
     assert height.grad[0].item() == pytest.approx(0.4)  # up, 2 * 0.2
     assert height.grad[1].item() == 0.0 and height.grad[2].item() == 0.0
     with pytest.raises(ValueError, match='base_height'):
+        compute_reward(inputs(1), cfg, dt=1.0)
+
+
+def test_stand_still_penalises_joint_offsets_only_while_told_to_stand():
+    cfg = RewardConfig(stand_still=-1.0)
+    command = torch.tensor([[0.0, 0.0, 0.0], [0.05, 0.0, 0.05], [0.5, 0.0, 0.0]])
+    offset = torch.full((3, 12), 0.1).index_fill_(1, torch.tensor([0]), -0.3).requires_grad_()
+    _, terms = compute_reward(inputs(3, command=command, joint_pos_offset=offset), cfg, dt=1.0)
+    torch.testing.assert_close(terms['stand_still'], torch.tensor([-1.4, -1.4, 0.0]))
+    terms['stand_still'].sum().backward()
+    assert offset.grad[0, 0].item() == 1.0 and offset.grad[0, 1].item() == -1.0  # to q_default
+    assert torch.all(offset.grad[2] == 0.0)  # walking: free to move
+    with pytest.raises(ValueError, match='joint_pos_offset'):
         compute_reward(inputs(1), cfg, dt=1.0)

@@ -333,6 +333,7 @@ class AnymalEnv:
             projected_gravity=projected_gravity(quat),
             foot_vel=foot_vel[:, self.foot_index],
             base_height=qpos[:, 2],  # flat ground at z = 0
+            joint_pos_offset=q - self.default,
         )
         reward, terms = compute_reward(inputs, self.cfg.rewards, self.dt)
         self._key_events(key, 1)

@@ -45,6 +45,8 @@ class RewardInputs:
     """(N, 4, 3) m/s, world-frame foot velocities, when the foot_clearance term is enabled."""
     base_height: torch.Tensor = None
     """(N,) m, base height above the ground, when the base_height term is enabled."""
+    joint_pos_offset: torch.Tensor = None
+    """(N, 12) rad, q - q_default, when the stand_still term is enabled."""
 
 
 @dataclass
@@ -89,6 +91,9 @@ class RewardConfig:
     form), a swing incentive for the 48-term observation; e.g. -50."""
     feet_air_time: float = 0.0
     """legged_gym's air-time reward (non-differentiable); 0.125 for SAC/PPO runs."""
+    stand_still: float = 0.0
+    """sum |q - q_default| (rad) while the command is below 0.1 (legged_gym's stand_still): a
+    policy told to stand keeps its feet down instead of stepping in place; e.g. -1."""
     base_height: float = 0.0
     """max(0, base_height_target - h)^2 (m^2): a crouch below the target, one-sided; the slope
     towards a fall that a base contact's termination does not give a first-order method."""
@@ -195,6 +200,14 @@ def foot_clearance(x, cfg):
     return torch.sum(below**2 * torch.tanh(2.0 * speed), dim=1)
 
 
+def stand_still(x, cfg):
+    """Joint offset from the default pose while commanded to stand (rad), (N,)."""
+    if x.joint_pos_offset is None:
+        raise ValueError('stand_still has a weight but RewardInputs.joint_pos_offset is None')
+    still = (torch.linalg.norm(x.command, dim=1) < 0.1).to(x.joint_pos_offset.dtype)
+    return still * torch.sum(torch.abs(x.joint_pos_offset), dim=1)
+
+
 def base_height(x, cfg):
     """Squared depth of the base below its target height (m^2), (N,)."""
     if x.base_height is None:
@@ -226,6 +239,7 @@ TERMS = {
     'foot_clearance': foot_clearance,
     'feet_air_time': feet_air_time,
     'base_height': base_height,
+    'stand_still': stand_still,
 }
 """Term name -> function; the names are the RewardConfig weight fields and the log keys."""
 

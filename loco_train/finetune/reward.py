@@ -42,6 +42,7 @@ UNMEASURED_TERMS = {
     'foot_clearance': 'needs foot heights above the terrain and foot velocities',
     'feet_air_time': 'needs per-foot touchdown events: foot contacts are not streamed',
     'base_height': 'needs the base height above the terrain: odometry drifts and sees no terrain',
+    'stand_still': 'needs the joint offsets of the observation, which the streamed terms lack',
 }
 """Training terms left out of the robot reward: name -> why the robot cannot measure them."""
 
