@@ -212,12 +212,14 @@ def test_two_ranks_equal_one_rank_with_the_normaliser_merged_per_window(tmp_path
 
 
 def test_two_ranks_equal_one_rank_with_a_privileged_critic_and_a_trust_region(tmp_path):
-    """The critic's privileged rows and the all-reduced action change split like the rest.
+    """The critic's privileged rows (the drawn dynamics too) and the all-reduced action change
+    split like the rest.
 
     One window: the scaled-back step makes the next window's gradient sensitive to the last
     float bit, so a second one is not compared.
     """
     args = [*SHAC_ARGS, '--iterations=1', '--critic-privileged', '--max-action-change=1e-3']
+    args += ['--privileged=dynamics', '--randomize=gain_scale=0.7:1.3', '--randomize=delay=0:0.02']
     one = _summary(
         _run(
             [sys.executable, '-m', 'loco_train.cli', 'shac', *args, f'--log-dir={tmp_path / "a"}']
@@ -225,7 +227,7 @@ def test_two_ranks_equal_one_rank_with_a_privileged_critic_and_a_trust_region(tm
     )
     two = _summary(_run(_torchrun(2, 'shac', *args, f'--log-dir={tmp_path / "b"}')))
     a, b = _shac_state(one['checkpoint']), _shac_state(two['checkpoint'])
-    assert a['critic']['net.0.0.weight'].shape[1] == 48 + 1
+    assert a['critic']['net.0.0.weight'].shape[1] == 48 + 5  # height, gain, payload, mu, delay
     for run in ('a', 'b'):  # the step was scaled back in both
         _, scales = read_scalars(str(tmp_path / run), 'shac/trust_scale')
         assert scales.shape == (1,) and scales[0] < 0.5

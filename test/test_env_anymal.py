@@ -79,6 +79,32 @@ def test_the_privileged_state_is_the_base_height_pre_reset_at_a_fall():
     assert torch.all(torch.isfinite(grad)) and grad.abs().sum() > 0
 
 
+def test_the_dynamics_privileged_state_is_the_drawn_parameters_of_the_ending_episode():
+    ranges = ['gain_scale=0.7:1.3', 'delay=0:0.02', 'mass_offset=-2:15']
+    env = make_vec_env(3, seed=5, privileged='dynamics', randomization_overrides=ranges)
+    env.reset()
+    assert env.privileged_dim == 5 and env.privileged().shape == (3, 5)
+    params = {k: env.sim.params[k].numpy() for k in ('kp', 'mass_offset', 'mu', 'delay')}
+    gain = np.mean(params['kp'] / np.asarray(spec.KP), axis=1)
+    expected = np.stack(
+        [(gain - 1) / 0.3, params['mass_offset'] / 10, (params['mu'] - 0.8) / 0.4,
+         params['delay'] / 0.02], axis=1,
+    )  # fmt: skip
+    np.testing.assert_allclose(env.privileged()[:, 1:].numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert np.ptp(expected[:, 1]) > 0.1  # drawn per environment, not one value
+    before = env.privileged()[:, 1:].clone()
+    qpos = env.qpos.clone()
+    qpos[0, 2] = 0.2  # env 0 falls: a new episode draws new parameters
+    env.qpos = qpos
+    _, _, terminated, _, extras = env.step(torch.zeros(3, 12))
+    assert terminated[0] and not terminated[1:].any()
+    torch.testing.assert_close(extras['final_privileged'][:, 1:], before)  # the ending episode's
+    assert not torch.allclose(env.privileged()[0, 1:], before[0])  # the fresh episode's
+    torch.testing.assert_close(env.privileged()[1:, 1:], before[1:])
+    with pytest.raises(ValueError, match='privileged'):
+        make_vec_env(1, privileged='payload')
+
+
 def test_non_finite_actions_never_reach_the_simulator():
     env = make_vec_env(2, seed=4, randomization=RandomizationConfig(enabled=False))
     env.reset()

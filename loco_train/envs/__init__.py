@@ -9,6 +9,7 @@ def env_overrides(args):
         ('randomization_overrides', getattr(args, 'randomize', None)),
         ('actuator', getattr(args, 'actuator', None)),  # --actuator FILE.yaml
         ('observation', getattr(args, 'observation', None)),  # --observation gait_clock
+        ('privileged', getattr(args, 'privileged', None)),  # --privileged dynamics (SHAC)
     )
     return {name: value for name, value in pairs if value}
 

@@ -36,6 +36,10 @@ FOOT_RADIUS = 0.03
 """Foot sphere radius (m), checked against the description at construction."""
 
 
+PRIVILEGED = {'height': 1, 'dynamics': 5}
+"""AnymalEnvConfig.privileged choices -> entries of AnymalEnv.privileged()."""
+
+
 @dataclass
 class AnymalEnvConfig:
     """The task: episode length, termination, reset spread, and its parts' configs."""
@@ -45,6 +49,10 @@ class AnymalEnvConfig:
     observation: str = 'velocity'
     """Observation layout (spec.LAYOUTS): 'velocity' (48) or 'gait_clock' (50: the clock of
     the episode's control steps last, as policy_node counts WALK's ticks)."""
+    privileged: str = 'height'
+    """What privileged() gives a critic that sees it: 'height' (1 entry: the base height) or
+    'dynamics' (5: also the drawn drive gain scale, payload, ground friction and command delay,
+    the randomisation the 48-term observation cannot see)."""
     differentiable: bool = False
     """Step through the torch bridge so rewards and observations carry gradients (SHAC)."""
     episode_s: float = 20.0
@@ -96,6 +104,9 @@ class AnymalEnv:
         self.cfg = config or AnymalEnvConfig()
         self.num_envs, self.device = int(num_envs), torch.device(device)
         self.layout_name = self.cfg.observation
+        if self.cfg.privileged not in PRIVILEGED:
+            raise ValueError(f'privileged {self.cfg.privileged!r}: one of {sorted(PRIVILEGED)}')
+        self.privileged_dim = PRIVILEGED[self.cfg.privileged]
         self.layout = spec.layout_named(self.layout_name)
         self.gait_clock = self.layout_name == 'gait_clock'
         if self.gait_clock and abs(self.cfg.rewards.gait_period - spec.GAIT_PERIOD) > 1e-9:
@@ -228,12 +239,34 @@ class AnymalEnv:
     """Entries of privileged(): state the policy does not observe, for a critic that may."""
 
     def privileged(self, qpos=None):
-        """Privileged state (N, 1) of the held (or given) state, noise-free, differentiable.
+        """Privileged state (N, privileged_dim) of the held (or given) state, noise-free.
 
-        The base height above the flat ground, (h - 0.5 m) / 0.1 m.
+        The base height above the flat ground, (h - 0.5 m) / 0.1 m (differentiable); with
+        config.privileged 'dynamics' also the episode's drawn parameters (self.dynamics).
         """
         qpos = self.qpos if qpos is None else qpos
-        return (qpos[:, 2:3] - 0.5) / 0.1
+        height = (qpos[:, 2:3] - 0.5) / 0.1
+        if self.privileged_dim == 1:
+            return height
+        return torch.cat([height, self.dynamics], dim=1)
+
+    def _hold_dynamics(self):
+        """self.dynamics (N, 4) of the simulator's parameters, each scaled to about [-1, 1]:
+        (gain scale - 1) / 0.3, payload / 10 kg, (friction - 0.8) / 0.4, delay / 0.02 s."""
+        p = {
+            k: self.sim.params[k].numpy().astype(np.float64)
+            for k in ('kp', 'mass_offset', 'mu', 'delay')
+        }
+        gain = np.mean(p['kp'] / np.asarray(spec.KP), axis=1)  # (N,) mean over joints
+        columns = (
+            (gain - 1.0) / 0.3,
+            p['mass_offset'] / 10.0,
+            (p['mu'] - 0.8) / 0.4,
+            p['delay'] / 0.02,
+        )
+        self.dynamics = torch.as_tensor(
+            np.stack(columns, axis=1), dtype=torch.float32, device=self.device
+        )
 
     def _reset_envs(self, ids):
         """Draw new initial states, parameters and commands for environments ids."""
@@ -267,6 +300,8 @@ class AnymalEnv:
         self.sim.set_params(**current)
         self.kp = torch.as_tensor(current['kp'], dtype=torch.float32, device=self.device)
         self.kd = torch.as_tensor(current['kd'], dtype=torch.float32, device=self.device)
+        if self.privileged_dim > 1:
+            self._hold_dynamics()
         self.commands.resample(ids)
         self.air_time.reset(ids)
         self.episode_length_buf[ids] = 0
@@ -348,6 +383,7 @@ class AnymalEnv:
         reward = torch.where(invalid, torch.zeros_like(reward), reward)
         self.last_action = actions
         final_obs = self._observe(qpos, qvel)
+        final_privileged = self.privileged(qpos)  # (N, P) pre-reset: the ending episode's
         done = terminated | truncated
         if bool(done.any()):
             self._key_events(key, 2)
@@ -361,7 +397,7 @@ class AnymalEnv:
         log['episode/base_height'] = float(qpos[:, 2].detach().mean())
         extras = {
             'final_obs': final_obs,
-            'final_privileged': self.privileged(qpos),  # (N, 1) pre-reset
+            'final_privileged': final_privileged,
             'time_outs': truncated,
             'log': log,
         }

@@ -356,7 +356,7 @@ OPTIONS = {
     ),
     'critic_privileged': (
         'shac.critic_privileged',
-        "the critic also sees the env's privileged state (ANYmal: the base height), which the"
+        "the critic also sees the env's privileged state (ANYmal: --privileged), which the"
         ' policy does not observe',
     ),
     'max_action_change': (
@@ -449,6 +449,13 @@ def add_arguments(parser):
         default=10.0,
         help="clip each step's state-adjoint rows to this many times their median norm; 0 off"
         ' (default %(default)s)',
+    )
+    parser.add_argument(
+        '--privileged',
+        default=None,
+        choices=('height', 'dynamics'),
+        help="what --critic-privileged's critic sees of the anymal env: height (the base height) or"
+        ' dynamics (also the drawn gain scale, payload, friction and delay) (default height)',
     )
     add_override_argument(parser)
     add_command_argument(parser)
