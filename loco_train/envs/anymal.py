@@ -251,8 +251,10 @@ class AnymalEnv:
         return torch.cat([height, self.dynamics], dim=1)
 
     def _hold_dynamics(self):
-        """self.dynamics (N, 4) of the simulator's parameters, each scaled to about [-1, 1]:
-        (gain scale - 1) / 0.3, payload / 10 kg, (friction - 0.8) / 0.4, delay / 0.02 s."""
+        """Set self.dynamics (N, 4) from the simulator's parameters, each about in [-1, 1].
+
+        (gain scale - 1) / 0.3, payload / 10 kg, (friction - 0.8) / 0.4, delay / 0.02 s.
+        """
         p = {
             k: self.sim.params[k].numpy().astype(np.float64)
             for k in ('kp', 'mass_offset', 'mu', 'delay')

@@ -454,8 +454,8 @@ def add_arguments(parser):
         '--privileged',
         default=None,
         choices=('height', 'dynamics'),
-        help="what --critic-privileged's critic sees of the anymal env: height (the base height) or"
-        ' dynamics (also the drawn gain scale, payload, friction and delay) (default height)',
+        help="what --critic-privileged's critic sees of the anymal env: height (the base height)"
+        ' or dynamics (also the drawn gain scale, payload, friction and delay) (default height)',
     )
     add_override_argument(parser)
     add_command_argument(parser)
