@@ -34,6 +34,7 @@ def test_every_term_is_logged_under_its_name_times_weight_and_dt():
     cfg = RewardConfig(
         feet_air_time=0.0, orientation=-5.0, foot_height=0.5, lin_vel_error=-1.0,
         yaw_rate_error=-0.5, foot_clearance=-50.0, alive=2.0, base_height=-10.0, stand_still=-1.0,
+        stand_feet=-1.0,
     )  # fmt: skip
     tilt = torch.tensor([[0.6, 0.0, -0.8]]).expand(3, 3)
     x = inputs(
@@ -184,4 +185,21 @@ def test_stand_still_penalises_joint_offsets_only_while_told_to_stand():
     assert offset.grad[0, 0].item() == 1.0 and offset.grad[0, 1].item() == -1.0  # to q_default
     assert torch.all(offset.grad[2] == 0.0)  # walking: free to move
     with pytest.raises(ValueError, match='joint_pos_offset'):
+        compute_reward(inputs(1), cfg, dt=1.0)
+
+
+def test_stand_feet_penalises_foot_speed_only_while_told_to_stand():
+    cfg = RewardConfig(stand_feet=-2.0)
+    command = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.5, 0.0]])
+    foot_vel = torch.zeros(2, 4, 3)
+    foot_vel[:, 0, 2] = 0.5  # one foot lifting
+    foot_vel[:, 3, :2] = torch.tensor([0.3, 0.4])  # one sliding
+    foot_vel.requires_grad_()
+    x = inputs(2, command=command, foot_vel=foot_vel)
+    _, terms = compute_reward(x, cfg, dt=1.0)
+    torch.testing.assert_close(terms['stand_feet'], torch.tensor([-2.0 * 0.5, 0.0]))
+    terms['stand_feet'].sum().backward()
+    assert foot_vel.grad[0, 0, 2].item() == pytest.approx(-2.0)  # slow it down
+    assert torch.all(foot_vel.grad[1] == 0.0)
+    with pytest.raises(ValueError, match='foot_vel'):
         compute_reward(inputs(1), cfg, dt=1.0)

@@ -94,6 +94,9 @@ class RewardConfig:
     stand_still: float = 0.0
     """sum |q - q_default| (rad) while the command is below 0.1 (legged_gym's stand_still): a
     policy told to stand keeps its feet down instead of stepping in place; e.g. -1."""
+    stand_feet: float = 0.0
+    """sum over feet of |v_foot|^2 (m^2/s^2) while the command is below 0.1: stepping in place
+    costs, a posture does not (stand_still's offsets also price the posture); e.g. -2."""
     base_height: float = 0.0
     """max(0, base_height_target - h)^2 (m^2): a crouch below the target, one-sided; the slope
     towards a fall that a base contact's termination does not give a first-order method."""
@@ -208,6 +211,14 @@ def stand_still(x, cfg):
     return still * torch.sum(torch.abs(x.joint_pos_offset), dim=1)
 
 
+def stand_feet(x, cfg):
+    """Squared foot speeds while commanded to stand, summed over feet (m^2/s^2), (N,)."""
+    if x.foot_vel is None:
+        raise ValueError('stand_feet has a weight but RewardInputs.foot_vel is None')
+    still = (torch.linalg.norm(x.command, dim=1) < 0.1).to(x.foot_vel.dtype)
+    return still * torch.sum(x.foot_vel**2, dim=(1, 2))
+
+
 def base_height(x, cfg):
     """Squared depth of the base below its target height (m^2), (N,)."""
     if x.base_height is None:
@@ -240,6 +251,7 @@ TERMS = {
     'feet_air_time': feet_air_time,
     'base_height': base_height,
     'stand_still': stand_still,
+    'stand_feet': stand_feet,
 }
 """Term name -> function; the names are the RewardConfig weight fields and the log keys."""
 

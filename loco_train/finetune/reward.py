@@ -43,6 +43,7 @@ UNMEASURED_TERMS = {
     'feet_air_time': 'needs per-foot touchdown events: foot contacts are not streamed',
     'base_height': 'needs the base height above the terrain: odometry drifts and sees no terrain',
     'stand_still': 'needs the joint offsets of the observation, which the streamed terms lack',
+    'stand_feet': 'needs foot velocities: the robot streams none',
 }
 """Training terms left out of the robot reward: name -> why the robot cannot measure them."""
 
