@@ -83,6 +83,7 @@ def test_a_fall_is_counted_with_its_reason_and_the_episodes_go_on(request, tmp_p
     assert len(row['faults']) == 2 and row['falls'] >= 1, row  # both episodes ran
     reasons = [fault for fault in row['faults'] if fault is not None]
     assert len(reasons) == row['falls'], row
-    for fault in reasons:  # policy_node's DAMP reason, or the base's height or tilt
-        assert fault == 'fallen' or 'tilt' in fault, row
+    for fault in reasons:  # the base's height or tilt, or policy_node's DAMP reason: its tilt
+        # check, or the joint speeds of the tipping robot (which of the two fires first is a race)
+        assert fault == 'fallen' or 'tilt' in fault or 'rad/s >' in fault, row
     assert stdout.count('FELL at') == row['falls']
