@@ -187,3 +187,13 @@ def test_a_layer_norm_run_exports_a_file_that_reads_back_and_is_refused_where_un
         runner(tmp_path / 'c', False, init_policy=str(path))
     with pytest.raises(WarmStartError, match='LayerNorm'):
         FineTuner.from_onnx(str(path))
+
+
+def test_privileged_without_a_privileged_critic_is_refused(tmp_path, capsys):
+    from loco_train.cli import main
+
+    argv = ['shac', '--privileged', 'dynamics', '--iterations', '1', '--num-envs', '2',
+            '--horizon', '2', '--no-progress', '--log-dir', str(tmp_path)]  # fmt: skip
+    assert main(argv) == 2
+    assert 'give both' in capsys.readouterr().err
+    assert not (tmp_path / 'checkpoint.pt').exists()

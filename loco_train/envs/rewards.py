@@ -203,20 +203,29 @@ def foot_clearance(x, cfg):
     return torch.sum(below**2 * torch.tanh(2.0 * speed), dim=1)
 
 
+STAND_COMMAND = 0.1
+"""|c| (m/s and rad/s together) below which the stand terms count a command as 'stand'."""
+
+
+def _told_to_stand(command, dtype):
+    """1 where the (N, 3) command is below STAND_COMMAND, else 0, (N,)."""
+    return (torch.linalg.norm(command, dim=1) < STAND_COMMAND).to(dtype)
+
+
 def stand_still(x, cfg):
     """Joint offset from the default pose while commanded to stand (rad), (N,)."""
     if x.joint_pos_offset is None:
         raise ValueError('stand_still has a weight but RewardInputs.joint_pos_offset is None')
-    still = (torch.linalg.norm(x.command, dim=1) < 0.1).to(x.joint_pos_offset.dtype)
-    return still * torch.sum(torch.abs(x.joint_pos_offset), dim=1)
+    offset = torch.sum(torch.abs(x.joint_pos_offset), dim=1)
+    return _told_to_stand(x.command, offset.dtype) * offset
 
 
 def stand_feet(x, cfg):
     """Squared foot speeds while commanded to stand, summed over feet (m^2/s^2), (N,)."""
     if x.foot_vel is None:
         raise ValueError('stand_feet has a weight but RewardInputs.foot_vel is None')
-    still = (torch.linalg.norm(x.command, dim=1) < 0.1).to(x.foot_vel.dtype)
-    return still * torch.sum(x.foot_vel**2, dim=(1, 2))
+    speed = torch.sum(x.foot_vel**2, dim=(1, 2))
+    return _told_to_stand(x.command, speed.dtype) * speed
 
 
 def base_height(x, cfg):

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from loco_train.envs import add_observation_argument, env_overrides
 from loco_train.envs.actuator_fit import add_actuator_argument
+from loco_train.envs.anymal import PRIVILEGED
 from loco_train.envs.commands import add_command_argument
 from loco_train.envs.randomization import add_override_argument as add_randomize_argument
 from loco_train.envs.rewards import add_override_argument
@@ -453,7 +454,7 @@ def add_arguments(parser):
     parser.add_argument(
         '--privileged',
         default=None,
-        choices=('height', 'dynamics'),
+        choices=sorted(PRIVILEGED),
         help="what --critic-privileged's critic sees of the anymal env: height (the base height)"
         ' or dynamics (also the drawn gain scale, payload, friction and delay) (default height)',
     )
@@ -486,6 +487,10 @@ def _train(args, ranks):
     if args.resume and cfg.init_policy:
         print('loco-train shac: --resume continues a run; --init-policy starts one, not both',
               file=sys.stderr)  # fmt: skip
+        return 2
+    if args.privileged and not cfg.shac.critic_privileged:
+        print('loco-train shac: --privileged chooses what --critic-privileged shows the critic;'
+              ' give both', file=sys.stderr)  # fmt: skip
         return 2
     if args.resume and not cfg.log_dir:
         cfg.log_dir = os.path.dirname(os.path.abspath(args.resume))
