@@ -75,3 +75,32 @@ def test_pooling_adds_the_seed_sets_of_a_cell_and_a_fall_in_any_set_counts():
 def test_a_negative_first_seed_is_refused(tmp_path):
     with pytest.raises(SystemExit):
         robustness_sweep.main(['--first-seed', '-1', '--out', str(tmp_path)])
+
+
+def test_a_screen_evaluates_only_the_cells_where_the_reference_walked(tmp_path, capsys):
+    from loco_policy.policy_file import file_sha256
+
+    ppo = robustness_sweep.shipped('anymal_c_walk_ppo.onnx')
+    shac = robustness_sweep.shipped('anymal_c_walk.onnx')
+
+    def row(gain, first, falls):  # recorded reference rows: 2 + 2 seeds per cell
+        return {'policy': 'anymal_c_walk_ppo.onnx', 'sha256': file_sha256(ppo), 'payload': 0.0,
+                'gain_scale': gain, 'friction': 0.8, 'latency': 0.0, 'seeds': 2,
+                'first_seed': first, 'falls': falls, 'fell_in': ['stop'] * falls,
+                'lin_err': 0.1, 'yaw_err': 0.1, 'stiff_feet': False}  # fmt: skip
+
+    with open(tmp_path / 'cells.jsonl', 'w') as handle:  # walks at 1.0; falls once at 0.6
+        for r in (row(1.0, 0, 0), row(1.0, 2, 0), row(0.6, 0, 0), row(0.6, 2, 1)):
+            handle.write(json.dumps(r) + '\n')
+    args = ['--payload', '0', '--gain-scale', '0.6,1', '--friction', '0.8', '--latency', '0',
+            '--seeds', '1', '--workers', '1', '--out', str(tmp_path), '--policies', shac,
+            '--where-walks', ppo]  # fmt: skip
+    assert robustness_sweep.main([*args, '--where-walks-episodes', '4']) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = read_json_lines(tmp_path / 'cells.jsonl')
+    evaluated = [r for r in rows if r['policy'] == 'anymal_c_walk.onnx']
+    assert [r['gain_scale'] for r in evaluated] == [1.0]  # the cell with a fall is left out
+    assert summary['cells'] == 1 and summary['where_walks']['cells'] == 1
+    with pytest.raises(SystemExit):  # no cell has 6 episodes of the reference
+        robustness_sweep.main([*args, '--where-walks-episodes', '6'])
+    assert 'walks in no cell' in capsys.readouterr().err

@@ -9,8 +9,10 @@ sha256, the cell and the seeds, so a killed sweep resumes where it stopped (and 
 file of the same name is evaluated afresh); a cell whose evaluation fails is reported and left
 for the next run. `--first-seed` repeats a sweep on fresh seeds into the same file, and `--pool`
 summarises every seed set of a cell together: one lucky pair of episodes does not make a cell
-walked. Writes OUT/robustness.png (one heat-map of the tracking error per policy,
-friction and latency, payload against gain scale, the falls written in each cell) and prints one
+walked. `--where-walks REF` screens: only the cells where REF (a file with rows in
+OUT/cells.jsonl) walked in every one of at least `--where-walks-episodes` episodes on record
+are evaluated, summarised and drawn. Writes OUT/robustness.png (one heat-map of the tracking
+error per policy, friction and latency, payload against gain scale, the falls written in each cell) and prints one
 JSON line: per policy the cells it walks in (no fall), and the cells where the first policy falls
 while another walks.
 """
@@ -115,6 +117,21 @@ def pool(rows):
     return out
 
 
+def walked_cells(rows, sha256, min_episodes=1, stiff_feet=False):
+    """Coordinates (AXES tuples) where the file of sha256 has no fall over all its seed sets.
+
+    rows: cell rows of any files; only cells with at least min_episodes episodes of that file
+    (pooled) count.
+    """
+    mine = [
+        r for r in rows
+        if r.get('sha256') == sha256 and bool(r.get('stiff_feet')) == stiff_feet
+    ]  # fmt: skip
+    return {
+        key(r)[1:] for r in pool(mine) if r['falls'] == 0 and int(r['seeds']) >= min_episodes
+    }
+
+
 def summarise(rows, names):
     """Per policy: cells, cells walked (0 falls), episodes and falls.
 
@@ -215,6 +232,15 @@ def main(argv=None):
         '--stiff-feet', action='store_true',
         help="MuJoCo feet that sink ~1 mm instead of the description's ~17 mm (loco-train eval's)",
     )  # fmt: skip
+    parser.add_argument(
+        '--where-walks', default='', metavar='REF',
+        help='a screen: only the cells where the policy file REF walked (no fall) in all its '
+        'episodes in OUT/cells.jsonl, e.g. the PPO file after a --pool sweep of it',
+    )  # fmt: skip
+    parser.add_argument(
+        '--where-walks-episodes', type=int, default=1,
+        help='with --where-walks: only cells where REF has at least this many episodes',
+    )  # fmt: skip
     parser.add_argument('--workers', type=int, default=2)
     parser.add_argument('--out', required=True)
     parser.add_argument('--plot-only', action='store_true', help='redraw from OUT/cells.jsonl')
@@ -225,8 +251,10 @@ def main(argv=None):
         '--seeds and --first-seed are evaluated first unless --plot-only',
     )  # fmt: skip
     args = parser.parse_args(argv)
-    if args.seeds < 1 or args.first_seed < 0:
-        parser.error('--seeds must be at least 1 and --first-seed at least 0')
+    if args.seeds < 1 or args.first_seed < 0 or args.where_walks_episodes < 1:
+        parser.error(
+            '--seeds and --where-walks-episodes must be at least 1 and --first-seed at least 0'
+        )
     os.makedirs(args.out, exist_ok=True)
     cells_path = os.path.join(args.out, 'cells.jsonl')
     grid = {'payload': args.payload, 'gain_scale': args.gain_scale,
@@ -238,9 +266,30 @@ def main(argv=None):
         if r.get('sha256') in digests.values() and bool(r.get('stiff_feet')) == args.stiff_feet
     ]  # fmt: skip
     done = {resume_key(r) for r in rows}
+    cells = list(itertools.product(*(grid[a] for a in AXES)))
+    screen = {}
+    if args.where_walks:
+        reference = file_sha256(args.where_walks)
+        allowed = walked_cells(
+            read_json_lines(cells_path), reference, args.where_walks_episodes, args.stiff_feet
+        )
+        cells = [c for c in cells if tuple(round(float(v), 6) for v in c) in allowed]
+        if not cells:
+            parser.error(
+                f'--where-walks: {args.where_walks} walks in no cell of the grid with at least '
+                f'{args.where_walks_episodes} episodes in {cells_path} (sweep it first)'
+            )
+        screen = {
+            'where_walks': {
+                'policy': os.path.basename(args.where_walks),
+                'episodes': args.where_walks_episodes,
+                'cells': len(cells),
+            }
+        }
+    inside = {tuple(round(float(v), 6) for v in c) for c in cells}
     todo = []
     for policy in args.policies:
-        for values in itertools.product(*(grid[a] for a in AXES)):
+        for values in cells:
             cell = dict(zip(AXES, values))
             row = {'policy': os.path.basename(policy), 'sha256': digests[policy],
                    'seeds': args.seeds, 'first_seed': args.first_seed,
@@ -286,9 +335,10 @@ def main(argv=None):
             if r.get('sha256') in digests.values() and bool(r.get('stiff_feet')) == args.stiff_feet
         ])  # fmt: skip
         seeds = {'pooled': True}
+    rows = [r for r in rows if key(r)[1:] in inside]  # a screen shows its cells only
     figure = os.path.join(args.out, 'robustness.png')
     plot(rows, names, grid, figure, ', stiff feet' if args.stiff_feet else '')
-    summary = summarise(rows, names) | {'grid': grid, **seeds, 'plot': figure}
+    summary = summarise(rows, names) | {'grid': grid, **seeds, **screen, 'plot': figure}
     print(json.dumps(summary))
     return 0
 
