@@ -12,9 +12,9 @@ summarises every seed set of a cell together: one lucky pair of episodes does no
 walked. `--where-walks REF` screens: only the cells where REF (a file with rows in
 OUT/cells.jsonl) walked in every one of at least `--where-walks-episodes` episodes on record
 are evaluated, summarised and drawn. Writes OUT/robustness.png (one heat-map of the tracking
-error per policy, friction and latency, payload against gain scale, the falls written in each cell) and prints one
-JSON line: per policy the cells it walks in (no fall), and the cells where the first policy falls
-while another walks.
+error per policy, friction and latency, payload against gain scale, the falls written in each
+cell) and prints one JSON line: per policy the cells it walks in (no fall), and the cells where
+the first policy falls while another walks.
 """
 
 import argparse
