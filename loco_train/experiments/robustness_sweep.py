@@ -127,9 +127,7 @@ def walked_cells(rows, sha256, min_episodes=1, stiff_feet=False):
         r for r in rows
         if r.get('sha256') == sha256 and bool(r.get('stiff_feet')) == stiff_feet
     ]  # fmt: skip
-    return {
-        key(r)[1:] for r in pool(mine) if r['falls'] == 0 and int(r['seeds']) >= min_episodes
-    }
+    return {key(r)[1:] for r in pool(mine) if r['falls'] == 0 and int(r['seeds']) >= min_episodes}
 
 
 def summarise(rows, names):
