@@ -37,3 +37,15 @@ def test_the_cli_plots_and_refuses_a_broken_row_file(tmp_path, capsys):
     empty = tmp_path / 'empty.jsonl'
     empty.write_text('')
     assert main([str(nominal), str(empty), '--plot', str(tmp_path / 'x.png')]) == 2  # no point
+
+
+def test_nominal_rows_from_several_files_joined_by_commas(tmp_path, capsys):
+    first, second = tmp_path / 'a.jsonl', tmp_path / 'b.jsonl'
+    first.write_text(json.dumps(nominal_row('a', 0.1, 0.2)) + '\n')
+    second.write_text(json.dumps(nominal_row('b', 0.02, 0.3)) + '\n')
+    screen = tmp_path / 'screen.jsonl'
+    screen.write_text(json.dumps(screen_row('b', 2)) + '\n')
+    assert main([f'{first},{second}', str(screen)]) == 0
+    points = {p['policy']: p for p in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert set(points) == {'a', 'b'} and points['b']['cells'] == 1
+    assert main([f'{first},{tmp_path / "missing.jsonl"}', str(screen)]) == 2

@@ -94,14 +94,17 @@ def plot(points, path, dpi=110):
 def main(argv=None):
     """CLI: print the table as JSON lines; --plot writes the figure."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('nominal', help='nominal evaluation rows (JSON lines)')
+    parser.add_argument(
+        'nominal', help='nominal evaluation rows (JSON lines); several files joined by commas'
+    )
     parser.add_argument('screen', nargs='+', help='screen rows (JSON lines), one file or more')
     parser.add_argument('--first-seed', type=int, default=0, help='screen seed set (default 0)')
     parser.add_argument('--plot', default='', help='PNG to write')
     args = parser.parse_args(argv)
     try:
         screen = [row for path in args.screen for row in read_rows(path)]
-        points = tradeoff(read_rows(args.nominal), screen, args.first_seed)
+        nominal = [row for path in args.nominal.split(',') for row in read_rows(path)]
+        points = tradeoff(nominal, screen, args.first_seed)
         for name, values in sorted(points.items()):
             print(json.dumps({'policy': name, **values}))
         if args.plot:
