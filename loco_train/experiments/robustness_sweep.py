@@ -75,7 +75,12 @@ def evaluate_cell(policy, sha256, cell, seeds, stiff_feet=False, first_seed=0):
 
 def key(row):
     """A cell row's identity for the figure and summary: policy name and coordinates."""
-    return (row['policy'],) + tuple(round(float(row[a]), 6) for a in AXES)
+    return (row['policy'],) + coordinates(row[a] for a in AXES)
+
+
+def coordinates(values):
+    """A cell's AXES values as a comparable tuple (rounded to 1e-6)."""
+    return tuple(round(float(v), 6) for v in values)
 
 
 def resume_key(row):
@@ -271,7 +276,7 @@ def main(argv=None):
         allowed = walked_cells(
             read_json_lines(cells_path), reference, args.where_walks_episodes, args.stiff_feet
         )
-        cells = [c for c in cells if tuple(round(float(v), 6) for v in c) in allowed]
+        cells = [c for c in cells if coordinates(c) in allowed]
         if not cells:
             parser.error(
                 f'--where-walks: {args.where_walks} walks in no cell of the grid with at least '
@@ -284,7 +289,7 @@ def main(argv=None):
                 'cells': len(cells),
             }
         }
-    inside = {tuple(round(float(v), 6) for v in c) for c in cells}
+    inside = {coordinates(c) for c in cells}
     todo = []
     for policy in args.policies:
         for values in cells:
