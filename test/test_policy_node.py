@@ -171,11 +171,16 @@ def test_stands_then_walks_a_policy_file_against_sim_robot(graph, layout):
     assert 0.25 * len(walk) <= int(keys['warm_ups']) <= len(walk) + 2, (keys, len(walk))
 
 
+PHASE_POLICY = os.path.join(os.path.dirname(SHIPPED_POLICY), 'anymal_c_walk_phase.onnx')
+
+
 @pytest.mark.skipif(
     not os.path.isfile(SHIPPED_POLICY),
     reason='no trained policy is shipped (loco_policy/policies)',
 )
-def test_walks_forward_with_the_shipped_policy(graph):
+@pytest.mark.parametrize('policy', ['', PHASE_POLICY], ids=['default', 'gait_clock'])
+def test_walks_forward_with_the_shipped_policy(graph, policy):
+    """The default file, and the gait-clock one on the clock policy_node counts."""
     from geometry_msgs.msg import Twist
     from nav_msgs.msg import Odometry
 
@@ -188,9 +193,13 @@ def test_walks_forward_with_the_shipped_policy(graph):
     )
     cmd = graph.probe.node.create_publisher(Twist, '/cmd_vel', 10)
     graph.start('sim_robot')
-    graph.start('policy_node', 'stand_duration:=1.0', TOLERANT)
+    graph.start(
+        'policy_node', 'stand_duration:=1.0', TOLERANT, *([f'policy:={policy}'] if policy else [])
+    )
     probe = graph.probe
     assert probe.spin_until(probe.inputs_fresh, 20.0)
+    layout = 'gait_clock' if policy else 'velocity'
+    assert probe.status['policy']['observation'] == layout, probe.status['policy']
     assert probe.call('/policy_node/start')[0]
     probe.spin(1.5)
     ok, message = probe.call('/policy_node/start')
