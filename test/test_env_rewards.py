@@ -34,7 +34,7 @@ def test_every_term_is_logged_under_its_name_times_weight_and_dt():
     cfg = RewardConfig(
         feet_air_time=0.0, orientation=-5.0, foot_height=0.5, lin_vel_error=-1.0,
         yaw_rate_error=-0.5, foot_clearance=-50.0, alive=2.0, base_height=-10.0, stand_still=-1.0,
-        stand_feet=-1.0,
+        stand_feet=-1.0, feet_slip=-1.0,
     )  # fmt: skip
     tilt = torch.tensor([[0.6, 0.0, -0.8]]).expand(3, 3)
     x = inputs(
@@ -185,6 +185,28 @@ def test_stand_still_penalises_joint_offsets_only_while_told_to_stand():
     assert offset.grad[0, 0].item() == 1.0 and offset.grad[0, 1].item() == -1.0  # to q_default
     assert torch.all(offset.grad[2] == 0.0)  # walking: free to move
     with pytest.raises(ValueError, match='joint_pos_offset'):
+        compute_reward(inputs(1), cfg, dt=1.0)
+
+
+def test_feet_slip_penalises_sliding_stance_feet_more_than_swinging_ones():
+    cfg = RewardConfig(feet_slip=-2.0, slip_height=0.01)
+    foot_vel = torch.zeros(1, 4, 3)
+    foot_vel[0, 0] = torch.tensor([0.3, 0.4, 0.0])  # on the ground, sliding at 0.5 m/s
+    foot_vel[0, 1] = torch.tensor([0.3, 0.4, 0.0])  # the same speed 5 cm up: a swing
+    foot_vel[0, 2, 2] = 0.5  # on the ground, lifting straight up: no slip
+    foot_height = torch.tensor([[0.0, 0.05, 0.0, -0.002]])  # the last one pressed in, at rest
+    foot_vel.requires_grad_()
+    foot_height.requires_grad_()
+    x = inputs(1, foot_vel=foot_vel, foot_height=foot_height)
+    _, terms = compute_reward(x, cfg, dt=1.0)
+    expected = -2.0 * 0.25 * (1.0 + math.exp(-5.0))
+    torch.testing.assert_close(terms['feet_slip'], torch.tensor([expected]))
+    terms['feet_slip'].sum().backward()
+    torch.testing.assert_close(foot_vel.grad[0, 0, :2], torch.tensor([-1.2, -1.6]))  # slow it down
+    assert foot_vel.grad[0, 1, 0].item() == pytest.approx(-1.2 * math.exp(-5.0))
+    assert torch.all(foot_vel.grad[0, 2:] == 0.0)
+    assert foot_height.grad[0, 1].item() > 0.0  # lifting a sliding foot lowers the cost
+    with pytest.raises(ValueError, match='foot_vel'):
         compute_reward(inputs(1), cfg, dt=1.0)
 
 

@@ -97,6 +97,11 @@ class RewardConfig:
     stand_feet: float = 0.0
     """sum over feet of |v_foot|^2 (m^2/s^2) while the command is below 0.1: stepping in place
     costs, a posture does not (stand_still's offsets also price the posture); e.g. -2."""
+    feet_slip: float = 0.0
+    """sum over feet of |v_xy|^2 exp(-max(z, 0) / slip_height) (m^2/s^2): a foot on the ground
+    that slides costs, a swinging one hardly; differentiable (a smooth stance weight instead of
+    a contact flag). A gait that does not lean on friction keeps walking where there is less of
+    it; e.g. -1."""
     base_height: float = 0.0
     """max(0, base_height_target - h)^2 (m^2): a crouch below the target, one-sided; the slope
     towards a fall that a base contact's termination does not give a first-order method."""
@@ -108,6 +113,8 @@ class RewardConfig:
     """Period of the swing reference (s); diagonal pairs are half a period apart."""
     foot_height_sigma: float = 0.04
     """Width (m) of the foot-height kernel."""
+    slip_height: float = 0.01
+    """Foot height (m) over which feet_slip's stance weight falls by e."""
     base_height_target: float = 0.55
     """Base height (m) below which base_height penalises; ANYmal walks at 0.55-0.6 m."""
 
@@ -228,6 +235,14 @@ def stand_feet(x, cfg):
     return _told_to_stand(x.command, speed.dtype) * speed
 
 
+def feet_slip(x, cfg):
+    """Squared planar speeds of the feet near the ground, summed over feet (m^2/s^2), (N,)."""
+    if x.foot_vel is None:
+        raise ValueError('feet_slip has a weight but RewardInputs.foot_vel is None')
+    stance = torch.exp(-torch.clamp(x.foot_height, min=0.0) / cfg.slip_height)  # (N, 4)
+    return torch.sum(stance * torch.sum(x.foot_vel[..., :2] ** 2, dim=-1), dim=1)
+
+
 def base_height(x, cfg):
     """Squared depth of the base below its target height (m^2), (N,)."""
     if x.base_height is None:
@@ -261,6 +276,7 @@ TERMS = {
     'base_height': base_height,
     'stand_still': stand_still,
     'stand_feet': stand_feet,
+    'feet_slip': feet_slip,
 }
 """Term name -> function; the names are the RewardConfig weight fields and the log keys."""
 
@@ -272,6 +288,7 @@ POSITIVE_FIELDS = (
     'swing_height',
     'gait_period',
     'foot_height_sigma',
+    'slip_height',
     'base_height_target',
 )
 """RewardConfig shape parameters (not weights): a kernel width or period of 0 divides by 0."""

@@ -44,6 +44,7 @@ UNMEASURED_TERMS = {
     'base_height': 'needs the base height above the terrain: odometry drifts and sees no terrain',
     'stand_still': 'needs the joint offsets of the observation, which the streamed terms lack',
     'stand_feet': 'needs foot velocities: the robot streams none',
+    'feet_slip': 'needs foot velocities and heights: the robot streams neither',
 }
 """Training terms left out of the robot reward: name -> why the robot cannot measure them."""
 
