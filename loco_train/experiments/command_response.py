@@ -34,21 +34,22 @@ MEASURE_S = 4.0
 
 def response(policy_path, commands=None, seed=0):
     """{axis: [(commanded, measured mean, fell)]} of one file in MuJoCo (COMMANDS if None)."""
-    commands = COMMANDS if commands is None else commands
     from loco_policy.policy_file import OnnxPolicy
     from loco_policy.sim.backends import make_backend, Perturbation
     from loco_train.experiments import evaluate as ev
 
-    config = ev.EvalConfig(sim='mujoco', **ev.NO_NOISE)
+    commands = COMMANDS if commands is None else commands
+    c = ev.EvalConfig(sim='mujoco', **ev.NO_NOISE)  # nominal dynamics, exact sensors
     policy = OnnxPolicy(policy_path)
-    backend = make_backend('mujoco', Perturbation(0.0, -1.0, 1.0, 0.0, False))
+    perturbation = Perturbation(c.payload, c.friction, c.gain_scale, c.latency, c.stiff_feet)
+    backend = make_backend(c.sim, perturbation)
     out = {}
     for index, axis in enumerate(('vx', 'vy', 'wz')):
         rows = []
         for value in commands.get(axis, ()):
             command = tuple(float(value) if i == index else 0.0 for i in range(3))
             schedule = (('stand', STAND_S, (0.0, 0.0, 0.0)), (axis, HOLD_S, command))
-            trace = ev.run_episode(policy, backend, config, seed, None, schedule)
+            trace = ev.run_episode(policy, backend, c, seed, None, schedule)
             window = trace['t'] > STAND_S + HOLD_S - MEASURE_S  # (T,) bool
             measured = trace['ang_vel'] if axis == 'wz' else trace['lin_vel'][:, index]
             mean = float(np.mean(measured[window])) if np.any(window) else float('nan')
