@@ -95,6 +95,25 @@ def test_the_anchor_bounds_the_actors_drift_from_the_warm_start():
     assert pinned == 0.0  # pulled all the way back after every step
 
 
+def test_a_head_only_actor_keeps_the_warm_starts_trunk():
+    cfg = FinetuneConfig(
+        warmup_updates=0, learning_starts=64, batch_size=32, actor_update_interval=1,
+        actor_lr=1e-3, actor_trainable='head',
+    )  # fmt: skip
+    tuner = FineTuner.from_onnx(SHIPPED, cfg)
+    trunk = [p.detach().clone() for p in tuner.sac.actor.trunk.parameters()]
+    head = [p.detach().clone() for p in tuner.sac.actor.head.parameters()]
+    tuner.add(fake_transitions(64))
+    tuner.add(fake_transitions(40, seed=1))
+    assert tuner.update() == 50
+    assert all(torch.equal(a, b) for a, b in zip(trunk, tuner.sac.actor.trunk.parameters()))
+    heads = zip(head, tuner.sac.actor.head.parameters(), strict=True)
+    moved = max(float((a - b).abs().max()) for a, b in heads)
+    assert moved > 1e-3  # 50 Adam steps at lr 1e-3
+    with pytest.raises(ValueError, match='actor_trainable'):
+        FinetuneConfig(actor_trainable='trunk')
+
+
 def test_nan_transitions_are_not_stored():
     tuner = FineTuner.from_onnx(SHIPPED, FinetuneConfig(learning_starts=1))
     t = fake_transitions(10)

@@ -43,7 +43,9 @@ def parse_args(argv=None):
     p.add_argument('--prior-replay', default='', help='replay.pt (sac --save-replay): prior')
     p.add_argument('--minutes', type=float, default=10.0, help='minutes of robot data')
     p.add_argument('--payload', type=float, default=0.0, help='kg on the base')
-    p.add_argument('--gain-scale', type=float, default=0.75, help='multiplier on kp and kd')
+    p.add_argument(
+        '--gain-scale', type=float, default=1.0, help='multiplier on kp and kd (< 1: weaker)'
+    )
     p.add_argument('--latency', type=float, default=0.0, help='s from command to drives')
     p.add_argument('--exploration', type=float, default=0.05, help='behaviour noise std')
     p.add_argument('--export-every', type=int, default=2000, help='updates between candidates')

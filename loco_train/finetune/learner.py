@@ -116,9 +116,15 @@ class FinetuneConfig:
     every actor step each actor weight moves this share of its distance back to the warm
     start's, phi <- phi - anchor (phi - phi_0). A drift of Adam's about lr per step then levels
     off near lr / anchor per weight; 0 off."""
+    actor_trainable: str = 'all'
+    """What of the actor learns: 'all' its weights, or 'head' only its output layer (the mean
+    and log-std heads, 2d x (hidden + 1) weights), the trunk held at the warm start's: the
+    policy can then move only along the features it walked with."""
 
     def __post_init__(self):
-        """Refuse batch shares that leave no sense (ValueError)."""
+        """Refuse batch shares and settings that leave no sense (ValueError)."""
+        if self.actor_trainable not in ('all', 'head'):
+            raise ValueError(f"actor_trainable {self.actor_trainable!r}: 'all' or 'head'")
         if not 0.0 <= self.prior_share <= 1.0:
             raise ValueError(f'prior_share {self.prior_share}: in [0, 1]')
         if not 0.0 <= self.sim_share < 1.0:
@@ -371,12 +377,21 @@ class FineTuner:
         count = self.owed() if limit is None else min(self.owed(), int(limit))
         for _ in range(count):
             self.last_metrics = self.sac.update(self.sample(), self.generator)
-            if self.cfg.anchor > 0 and 'actor_updates' in self.last_metrics:  # stepped the actor
-                self._pull_to_anchor()
+            if 'actor_updates' in self.last_metrics:  # this update stepped the actor
+                if self.cfg.actor_trainable == 'head':
+                    self._hold_trunk()
+                if self.cfg.anchor > 0:
+                    self._pull_to_anchor()
             self.updates += 1
             self.credit -= 1.0
             self._apply_schedule()
         return count
+
+    @torch.no_grad()
+    def _hold_trunk(self):
+        """Put the actor's trunk back to the warm start's weights (actor_trainable 'head')."""
+        trunk = list(self.sac.actor.trunk.parameters())
+        torch._foreach_copy_(trunk, self.anchor_params[: len(trunk)])
 
     @torch.no_grad()
     def _pull_to_anchor(self):

@@ -38,7 +38,7 @@ LEARNER_PARAMETERS = (
     'utd_ratio', 'actor_update_interval', 'actor_lr', 'critic_lr', 'alpha_lr', 'init_alpha',
     'batch_size', 'n_step', 'gamma', 'warmup_updates', 'checkpoint_warmup_updates',
     'prior_share', 'prior_decay_updates', 'sim_share', 'learning_starts', 'replay_capacity',
-    'guard_rows', 'guard_margin', 'anchor',
+    'guard_rows', 'guard_margin', 'anchor', 'actor_trainable',
 )  # fmt: skip
 """FinetuneConfig fields exposed as parameters of the same name."""
 
