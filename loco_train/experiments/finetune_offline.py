@@ -99,6 +99,11 @@ def parse_args(argv=None):
         help="keep learning from a candidate the swap check rejected (sac_finetune's "
         "follow_robot false); by default its actor is reset to the running policy's",
     )
+    p.add_argument(
+        '--gate-follow', action=argparse.BooleanOptionalAction, default=True,
+        help="reset the actor to the running policy's after the nominal gate refuses a "
+        'candidate (--no-gate-follow: the learner keeps its actor; the robot keeps its policy)',
+    )  # fmt: skip
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--threads', type=int, default=1)
     p.add_argument(
@@ -322,6 +327,8 @@ def main(argv=None):
                         gate.check(candidate_path)
                 except GateRefused as reason:
                     gated += 1
+                    if not args.gate_follow:  # learn on from the refused actor
+                        raise hot_swap.UpdateRejected(f'gate: {reason}') from None
                     tuner.follow(running_version)  # learn on from the policy the robot runs
                     raise hot_swap.UpdateRejected(f'gate: {reason}; actor reset') from None
                 robot.ctrl.swap_policy(candidate, tuner.version)
