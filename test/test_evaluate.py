@@ -160,3 +160,19 @@ def test_first_seed_runs_later_seeds_and_falls_name_their_segment(standing_polic
     assert weak['falls'] == 1 and weak['fell_in'] == ['stand']  # sinks at once on limp drives
     with pytest.raises(ValueError, match='first_seed'):
         EvalConfig(first_seed=-1)
+
+
+def test_target_jitter_is_drawn_per_seed_reproducibly_and_refused_when_negative(
+    standing_policy, capsys
+):
+    def run(*extra):
+        argv = ['eval', str(standing_policy), '--seeds', '1', '--no-sensor-noise', *extra]
+        assert cli.main(argv) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    exact, jittered, again = run(), run('--target-jitter', '1e-3'), run('--target-jitter', '1e-3')
+    assert exact['target_jitter'] == 0.0 and jittered['target_jitter'] == 1e-3
+    stand = [s['segments']['stand']['lin_err'] for s in (exact, jittered, again)]
+    assert stand[1] == stand[2] != stand[0]  # the same seed draws the same noise
+    assert stand[1] == pytest.approx(stand[0], abs=0.01)  # 1 mrad moves a standing robot little
+    assert cli.main(['eval', str(standing_policy), '--target-jitter', '-1']) == 2

@@ -98,7 +98,8 @@ def test_the_robot_and_its_evaluations_can_be_the_stacks_exact_sensors_and_drawn
         '--warm-start', os.path.join(REPO, 'checkpoints', 'sac_anymal_paper', 'checkpoint.pt'),
         '--minutes', '0.1', '--export-every', '150', '--eval-every', '0.1', '--eval-seeds', '2',
         '--set', 'checkpoint_warmup_updates=100', '--set', 'learning_starts=64',
-        '--no-sensor-noise', '--eval-phase-jitter', '0.4', '--out', str(tmp_path),
+        '--no-sensor-noise', '--eval-phase-jitter', '0.4', '--gain-scale', '0.75',
+        '--out', str(tmp_path),
     ])  # fmt: skip
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result['args']['sensor_noise'] is False and result['args']['eval_phase_jitter'] == 0.4

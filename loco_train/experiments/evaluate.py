@@ -140,9 +140,15 @@ class EvalConfig:
     """Seconds: each seed lengthens the schedule's second segment by a draw in [0, phase_jitter)
     and shortens the last by as much, so the gait's phase at every later command change differs
     between seeds (on the stack, timing does that); 0: every seed runs the same schedule."""
+    target_jitter: float = 0.0
+    """Std (rad) of noise added to every joint target, drawn per seed: with a value far below
+    any effect on the gait (1e-6) each seed samples the spread that a chaotic closed loop gives
+    identical policies (ONNX rounding, the stack's timing); 0: none."""
 
     def __post_init__(self):
         """Refuse a negative first seed and a phase_jitter the last segment cannot give up."""
+        if self.target_jitter < 0.0:
+            raise ValueError(f'target_jitter must be >= 0, not {self.target_jitter}')
         if self.first_seed < 0:
             raise ValueError(f'first_seed must be >= 0, not {self.first_seed}')
         room = SCHEDULE[-1][1] - SETTLE_S
@@ -220,6 +226,9 @@ def _control_tick(ctrl, backend, rng, config, t, command=None, delay=None):
     if command is not None:
         ctrl.on_cmd_vel(*command, t)  # streamed every tick, as a teleoperator does
     tick = ctrl.step(t)
+    if config.target_jitter > 0.0:
+        noise = rng.normal(0.0, config.target_jitter, spec.NUM_JOINTS)  # (12,) rad
+        tick = replace(tick, command=replace(tick.command, position=tick.command.position + noise))
     if delay is None:
         for _ in range(int(round(spec.CONTROL_DT / backend.dt))):
             backend.step(tick.command)
@@ -399,6 +408,7 @@ def evaluate(policy_path, config, plot_path=None, video=None):
         },  # fmt: skip
         'sensor_noise': [config.lin_vel_noise, config.ang_vel_noise, config.joint_vel_noise],
         'phase_jitter': config.phase_jitter,
+        'target_jitter': config.target_jitter,
         'falls': falls,
         'fell_in': fell_in,  # the schedule segment of each fall, in seed order
         'crawls': crawls,  # episodes without a fall and over crawl_s below crawl_height
@@ -461,6 +471,11 @@ def add_arguments(parser):
         help='s: each seed shifts the command changes by a draw below this (0: the same for all)',
     )  # fmt: skip
     parser.add_argument(
+        '--target-jitter', type=float, default=0.0,
+        help='rad: noise on every joint target, drawn per seed (1e-6 samples a chaotic '
+        "loop's spread without changing the gait; 0: none)",
+    )  # fmt: skip
+    parser.add_argument(
         '--sensor-noise', action=argparse.BooleanOptionalAction, default=True,
         help='noise on the measured velocities (--no-sensor-noise: exact, as sim_robot sends)',
     )  # fmt: skip
@@ -492,7 +507,7 @@ def run(args):
             gain_scale=args.gain_scale,
             friction=args.friction, latency=args.latency, actuator=args.actuator,
             stiff_feet=args.stiff_feet, phase_jitter=args.phase_jitter,
-            **({} if args.sensor_noise else NO_NOISE),
+            target_jitter=args.target_jitter, **({} if args.sensor_noise else NO_NOISE),
         )  # fmt: skip
     except ValueError as error:
         print(f'loco-train eval: {error}', file=sys.stderr)

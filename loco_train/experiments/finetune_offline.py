@@ -157,7 +157,8 @@ def plot(rows, path, frozen, runs=None):
     import matplotlib.pyplot as plt
 
     runs = runs or {'running policy, perturbed robot': rows}
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    many = len(runs) > 4  # the legend then goes beside the axes, not over the curves
+    fig, ax = plt.subplots(figsize=(9, 3.8) if many else (6, 3.5))
     for label, run in runs.items():
         minutes = [r['robot_minutes'] for r in run]
         line = ax.plot(minutes, [r['tracking_error'] for r in run], 'o-', ms=3, label=label)[0]
@@ -173,7 +174,10 @@ def plot(rows, path, frozen, runs=None):
     ax.axhline(0.7 * frozen, color='green', ls=':', label='30 % lower')
     ax.set_xlabel('robot data (min)')
     ax.set_ylabel('tracking error (m/s + rad/s)')
-    ax.legend(fontsize=8)
+    if many:
+        ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
