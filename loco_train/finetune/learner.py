@@ -390,8 +390,8 @@ class FineTuner:
     @torch.no_grad()
     def _hold_trunk(self):
         """Put the actor's trunk back to the warm start's weights (actor_trainable 'head')."""
-        trunk = list(self.sac.actor.trunk.parameters())
-        torch._foreach_copy_(trunk, self.anchor_params[: len(trunk)])
+        trunk = list(self.sac.actor.trunk.parameters())  # registered before the head: the
+        torch._foreach_copy_(trunk, self.anchor_params[: len(trunk)])  # first of parameters()
 
     @torch.no_grad()
     def _pull_to_anchor(self):
